@@ -1,0 +1,1707 @@
+/* attn.h - v0.1.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+                     public domain or MIT - see the end of this file
+
+   One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
+   CPU: continuous-batch metadata, a paged (block-table) KV cache with its block allocator, bias
+   builders, and SIMD + OpenMP kernels for prefill, chunked prefill over a cached prefix and
+   paged decode.
+
+   USAGE
+       #define ATTN_IMPLEMENTATION      // in exactly ONE .c or .cpp file
+       #include "attn.h"
+   Every other file includes "attn.h" without the macro and sees the declarations only (they
+   need nothing but <stddef.h> and <stdint.h>). Link with -lm; add -fopenmp for threads.
+
+   CONFIG (define before the implementation include)
+       macro                     default        effect
+       ATTN_STATIC               off            every function is static (private copy per unit)
+       ATTN_NO_SIMD              off            scalar kernels only (overrides everything below)
+       ATTN_NO_AVX2              off            do not compile the AVX2+FMA kernels
+       ATTN_NO_AVX512            off            do not compile the AVX-512 kernels
+       ATTN_NO_NEON              off            do not compile the NEON kernels (aarch64)
+       ATTN_NO_RUNTIME_DISPATCH  off            compile only the ISAs the compiler flags enable
+       ATTN_USE_OPENMP           on if _OPENMP  run work items on OpenMP threads
+       ATTN_NO_OPENMP            off            never use OpenMP, even with -fopenmp
+       ATTN_USE_ONEDNN           off            route prefill GEMMs through oneDNN (-ldnnl)
+       ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
+       ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
+       ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
+
+   QUICK START (examples/quickstart.c)
+       #define ATTN_IMPLEMENTATION
+       #include "attn.h"
+       #include <stdio.h>
+       #include <stdlib.h>
+       int main(void) {
+           enum { T = 5, H = 4, HK = 2, D = 8 };           // one 5-token prompt, GQA 4:2
+           float q[T * H * D], k[T * HK * D], v[T * HK * D], out[T * H * D];
+           for (int i = 0; i < T * H * D; i++) q[i] = (float)((i * 7) % 11) / 11.0f;
+           for (int i = 0; i < T * HK * D; i++) k[i] = (float)((i * 5) % 13) / 13.0f;
+           for (int i = 0; i < T * HK * D; i++) v[i] = (float)(i % 17) / 17.0f;
+           attn_params p = {0};
+           p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;   // scale 0 = 1/sqrt(D)
+           int32_t cu[2] = {0, T};                                  // one sequence
+           attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0};
+           attn_rows rv = {v, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+           size_t ws_bytes = attn_sdpa_workspace_size(&p, NULL, cu, cu, 1);
+           void *ws = malloc(ws_bytes);
+           attn_status st = attn_sdpa(&p, NULL, rq, rk, rv, ro, cu, cu, 1, 1, NULL, ws, ws_bytes);
+           printf("%s: out[last token, head 0, dim 0] = %f\n", attn_status_str(st),
+                  out[(T - 1) * H * D]);
+           free(ws);
+           return st == ATTN_OK ? 0 : 1;
+       }
+
+   DOCUMENTATION
+   LAYOUTS & SHAPES
+       Activations are token-major rows (attn_rows): element (token t, head h, dim d) is at
+       data[t*stride + h*D + d]; stride counts elements, 0 means packed (H*D for queries and
+       outputs, Hk*D for keys and values). A larger stride lets q/k/v be column slices of a fused
+       QKV matrix. Outputs have the query's shape, in the output rows' dtype. Activations may be
+       f32, f16 or bf16; accumulation is always f32 and an f32 query is never rounded down.
+       Query head h reads KV head h / (H/Hk) (GQA; MQA is Hk = 1).
+   SEMANTICS (the same in every path)
+       For query i at absolute position pos_i and key j:
+           s = scale * <q_i, k_j>               scale = 1/sqrt(D) when 0 is given
+           s = cap * tanh(s / cap)              when logits_soft_cap > 0
+           s = s + slope_h * (j - pos_i)        when alibi_slopes are given
+           visible(i, j) = (!causal || j <= pos_i) && (W == 0 || pos_i - j < W)
+           p = softmax over visible j (+ exp(sink_h) in the denominator when sinks are given)
+           out_i = sum_j p_j v_j ;  a row with no visible key gives out = 0 and lse = -inf
+       With Lq queries over Lk keys, pos_i = Lk - Lq + i (bottom-right alignment): chunked
+       prefill has Lk - Lq cached tokens before the chunk, decode has Lq = 1. When Lq > Lk under
+       the causal mask the first Lq - Lk rows see no key and give 0 (defined, not an error).
+       The sliding window W counts the query itself and is exact per token in every path, ALiBi
+       or not. lse is the natural log of the softmax denominator (sink included) per
+       (token, head), in scaled-logit units.
+   PAGED KV CACHE
+       Per layer: key and value arrays [num_blocks][num_kv_heads][block_size][head_size] in the
+       cache dtype (f32, f16, bf16, fp8 e4m3, fp8 e5m2). fp8 stores RNE-saturate(x / scale) and
+       reads stored * scale with the per-layer k_scale / v_scale. Token p of sequence s lives in
+       slot block_tables[s][p / bs] * bs + p % bs. Slot mappings are int64; -1 = do not write.
+       Kernels never read a slot at or past a sequence's length.
+   MEMORY
+       Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
+       takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
+       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
+   THREADING
+       Each call splits its work into fixed items (for example sequence x KV head x query tile,
+       or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
+       OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
+       thread-safe for distinct outputs; the only global is the idempotent CPU detection.
+   SIMD
+       Scalar, AVX2+FMA, AVX-512 and NEON variants of the same kernel bodies are compiled into
+       every build (no -march flags needed) and chosen at run time by cpuid/xgetbv, or forced with
+       exec.isa (a forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to
+       about 1e-6 relative; the same ISA is bitwise reproducible.
+   DETERMINISM
+       For one build and ISA, outputs are bitwise identical for any thread count, any caller pool
+       and any batch composition (a sequence's result does not depend on its neighbours), and
+       paged decode v1 == v2 bitwise.
+   ERRORS
+       Every fallible function returns attn_status. Bad input returns a code and writes nothing
+       (outputs, caches and pools are untouched). The library never prints, aborts or exits.
+
+   REVISION HISTORY
+       0.1.0  (2026-11-22)  first release: foundation, dtypes, dispatch, bias builders
+
+   LICENSE: see the end of this file (MIT or Unlicense, your choice).
+*/
+#ifndef ATTN__KERNEL_PASS
+#ifndef ATTN_H_INCLUDED
+#define ATTN_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
+
+#ifdef ATTN_STATIC
+#define ATTNDEF static
+#else
+#define ATTNDEF extern
+#endif
+
+#ifdef __cplusplus
+#define ATTN_RESTRICT __restrict
+extern "C" {
+#else
+#define ATTN_RESTRICT restrict
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+   [1] Status codes: one list makes both the enum and attn_status_str. */
+#define ATTN__STATUS_LIST(X)                                                                      \
+    X(ATTN_OK, 0, "ok")                                                                           \
+    X(ATTN_ERR_INVALID_ARG, -1, "invalid argument")                                              \
+    X(ATTN_ERR_UNSUPPORTED, -2, "unsupported (feature, ISA or engine not available)")            \
+    X(ATTN_ERR_WORKSPACE_TOO_SMALL, -3, "workspace too small")                                   \
+    X(ATTN_ERR_OUT_OF_BLOCKS, -4, "out of KV cache blocks")                                      \
+    X(ATTN_ERR_BACKEND, -5, "GEMM backend (oneDNN) failure")                                     \
+    X(ATTN_ERR_OUT_OF_RANGE, -6, "block id, slot or length outside the cache or block table")
+
+#define ATTN__STATUS_ENUM(name, value, text) name = value,
+typedef enum attn_status { ATTN__STATUS_LIST(ATTN__STATUS_ENUM) ATTN__STATUS_END_ = 1 } attn_status;
+#undef ATTN__STATUS_ENUM
+
+/* Text for a status; never NULL ("unknown attn_status" for a value outside the list). */
+ATTNDEF const char *attn_status_str(attn_status status);
+
+/* Version compiled into the implementation, as ATTN_VERSION_NUMBER; compare it with the header's
+   to detect a header/implementation mismatch. */
+ATTNDEF int attn_version(void);
+
+/* What the implementation was compiled with, e.g. "attn.h 0.1.0 isa=scalar,avx2,avx512
+   openmp=yes onednn=no". Static string. */
+ATTNDEF const char *attn_build_info(void);
+
+/* ---------------------------------------------------------------------------------------------
+   [2] Enums: dtypes, ISAs, engines. */
+typedef enum attn_dtype {
+    ATTN_F32 = 0,
+    ATTN_F16,       /* IEEE binary16 */
+    ATTN_BF16,      /* bfloat16 */
+    ATTN_FP8_E4M3,  /* OCP e4m3fn: max 448, no inf, NaN = S.1111.111 */
+    ATTN_FP8_E5M2,  /* OCP e5m2: max 57344, inf and NaN as IEEE */
+    ATTN_DTYPE_COUNT
+} attn_dtype;
+
+/* Bytes per element; 0 for a value that is not an attn_dtype. */
+ATTNDEF size_t attn_dtype_size(attn_dtype dtype);
+ATTNDEF const char *attn_dtype_name(attn_dtype dtype);
+
+/* Convert n elements. Every conversion goes through f32 and rounds once, to nearest even.
+   To fp8: stored = saturate(x / scale) (finite overflow and +-inf clamp to +-max finite, NaN stays
+   NaN). From fp8: x = stored * scale. scale 0 means 1; it must be finite and > 0, and must be 1
+   (or 0) when neither side is fp8. f16/bf16 follow IEEE: overflow rounds to inf.
+   dst and src must not overlap unless they are the same pointer with the same dtype size.
+   Returns ATTN_ERR_INVALID_ARG (NULL with n > 0, bad dtype, bad scale). */
+ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
+                                 attn_dtype src_dtype, size_t n, float scale);
+
+/* Scalar conversions (exact, the same rules as attn_convert; scale not applied). */
+ATTNDEF uint16_t attn_f32_to_f16(float x);
+ATTNDEF float attn_f16_to_f32(uint16_t h);
+ATTNDEF uint16_t attn_f32_to_bf16(float x);
+ATTNDEF float attn_bf16_to_f32(uint16_t h);
+ATTNDEF uint8_t attn_f32_to_fp8_e4m3(float x);
+ATTNDEF float attn_fp8_e4m3_to_f32(uint8_t b);
+ATTNDEF uint8_t attn_f32_to_fp8_e5m2(float x);
+ATTNDEF float attn_fp8_e5m2_to_f32(uint8_t b);
+
+typedef enum attn_type {
+    ATTN_DECODER = 0,      /* causal self-attention with a KV cache */
+    ATTN_ENCODER,          /* encoder of an encoder-decoder model: non-causal, no cache */
+    ATTN_ENCODER_ONLY,     /* BERT-like: non-causal self-attention, prefill only */
+    ATTN_ENCODER_DECODER   /* cross-attention: decoder queries over the encoder's K/V */
+} attn_type;
+
+typedef enum attn_isa {
+    ATTN_ISA_AUTO = 0,     /* the best the CPU and build support */
+    ATTN_ISA_SCALAR,
+    ATTN_ISA_AVX2,         /* AVX2 + FMA + F16C */
+    ATTN_ISA_AVX512,       /* AVX-512 F/BW/VL (+BF16 dot products where present) */
+    ATTN_ISA_NEON,         /* aarch64 Advanced SIMD */
+    ATTN_ISA_COUNT
+} attn_isa;
+
+typedef enum attn_gemm {
+    ATTN_GEMM_NATIVE = 0,  /* our micro-kernels */
+    ATTN_GEMM_ONEDNN       /* oneDNN matmul; needs ATTN_USE_ONEDNN, else ATTN_ERR_UNSUPPORTED */
+} attn_gemm;
+
+/* ---------------------------------------------------------------------------------------------
+   [3] Parameter structs. A zero field means "default"; each says its default. */
+
+/* Token-major activation rows. stride in elements, 0 = packed. */
+typedef struct attn_rows {
+    void *data;
+    attn_dtype dtype;      /* f32, f16 or bf16 */
+    int64_t stride;        /* elements between tokens; 0 = heads * head_size */
+} attn_rows;
+
+/* One attention layer's constants (vLLM AttentionImpl.__init__). */
+typedef struct attn_params {
+    int num_heads;              /* H */
+    int num_kv_heads;           /* Hk; H % Hk == 0 */
+    int head_size;              /* D, 1..ATTN_MAX_HEAD_SIZE */
+    float scale;                /* 0 = 1/sqrt(D) */
+    const float *alibi_slopes;  /* [H] or NULL (see attn_alibi_slopes) */
+    int sliding_window;         /* W >= 0; 0 = none; W keys visible at most, the query included */
+    float logits_soft_cap;      /* >= 0; 0 = none */
+    const float *sinks;         /* [H] per-head sink logits, or NULL */
+} attn_params;
+
+#define ATTN_MAX_HEAD_SIZE 512
+
+/* Checks H >= 1, Hk >= 1, H % Hk == 0, 1 <= D <= ATTN_MAX_HEAD_SIZE, finite scale >= 0, finite
+   cap >= 0, window >= 0, finite slopes and sinks. ATTN_OK or ATTN_ERR_INVALID_ARG. */
+ATTNDEF attn_status attn_params_check(const attn_params *params);
+
+/* A caller thread pool: run task(ctx, item, thread) once for every item in [0, num_items), with
+   thread in [0, num_threads) and no two concurrent calls sharing a thread index; return when
+   all are done. */
+typedef void attn_task_fn(void *ctx, int item, int thread);
+typedef void attn_parallel_for_fn(void *pool, int num_items, int num_threads, attn_task_fn *task,
+                                  void *ctx);
+
+/* Execution settings. NULL or all-zero = defaults. */
+typedef struct attn_exec {
+    int num_threads;                    /* 0 = OpenMP default (or 1 without OpenMP/pool) */
+    attn_isa isa;                       /* ATTN_ISA_AUTO = best available */
+    attn_gemm gemm;                     /* ATTN_GEMM_NATIVE */
+    attn_parallel_for_fn *parallel_for; /* NULL = OpenMP when compiled in, else serial */
+    void *pool;                         /* passed to parallel_for */
+} attn_exec;
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: CPU, ISA, threads */
+
+/* The best ISA this CPU and build support (never ATTN_ISA_AUTO). */
+ATTNDEF attn_isa attn_best_isa(void);
+/* 1 when the ISA is compiled in and the CPU (and OS) support it. ATTN_ISA_AUTO counts as 1. */
+ATTNDEF int attn_isa_supported(attn_isa isa);
+ATTNDEF const char *attn_isa_name(attn_isa isa);   /* "auto", "scalar", "avx2", ...; never NULL */
+/* What was detected, e.g. "avx2=yes fma=yes f16c=yes avx512f=no avx512bf16=no". Static string. */
+ATTNDEF const char *attn_cpu_features(void);
+/* Threads a call with this exec will use (>= 1). */
+ATTNDEF int attn_exec_threads(const attn_exec *exec);
+
+/* Runs task over [0, num_items) the way the kernels do (exec's pool, else OpenMP, else serial).
+   Returns ATTN_ERR_INVALID_ARG for a NULL task or num_items < 0. Exposed for callers that want
+   the same scheduling for their own work, and for tests. */
+ATTNDEF attn_status attn_parallel_run(const attn_exec *exec, int num_items, attn_task_fn *task,
+                                      void *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: bias builders (dense f32 [H][Lq][Lk], -inf = masked; positions bottom-right aligned,
+   pos_i = kv_len - q_len + i). They materialise exactly what the kernels apply. */
+
+/* vLLM/BLOOM slopes for num_heads heads (non-powers of two included). */
+ATTNDEF void attn_alibi_slopes(int num_heads, float *slopes);
+/* bias[h][i][j] = slopes[h] * (j - pos_i) where visible under the causal mask (if causal), else
+   -inf. */
+ATTNDEF attn_status attn_make_alibi_bias(int num_heads, const float *slopes, int q_len, int kv_len,
+                                         int causal, float *bias);
+/* bias[h][i][j] = 0 where causal (if set) and pos_i - j < window, else -inf; window >= 1.
+   The same mask for every head, so the output is [Lq][Lk]. */
+ATTNDEF attn_status attn_make_sliding_window_bias(int window, int q_len, int kv_len, int causal,
+                                                  float *bias);
+/* Causal (if set) + ALiBi (params->alibi_slopes) + window (params->sliding_window): [H][Lq][Lk]. */
+ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_len, int causal,
+                                   float *bias);
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: dense varlen SDPA (no cache) - TorchSDPA / xFormers prefill.
+   Sequence n's queries are rows [cu_seqlens_q[n], cu_seqlens_q[n+1]) of q, its keys/values rows
+   [cu_seqlens_k[n], cu_seqlens_k[n+1]) of k and v; sequences never see each other.
+   cu_seqlens_* are non-decreasing int32 [num_seqs+1] starting at 0. lse: [Tq][H] f32 or NULL. */
+ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
+                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                                        int num_seqs);
+ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, attn_rows q,
+                              attn_rows k, attn_rows v, attn_rows out,
+                              const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                              int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_H_INCLUDED */
+
+/* =============================================================================================
+   IMPLEMENTATION
+   ============================================================================================= */
+#ifdef ATTN_IMPLEMENTATION
+#ifndef ATTN_IMPLEMENTATION_INCLUDED
+#define ATTN_IMPLEMENTATION_INCLUDED
+
+/* ---------------------------------------------------------------------------------------------
+   [A] Configuration defaults and impossible combinations. */
+#if defined(ATTN_USE_OPENMP) && defined(ATTN_NO_OPENMP)
+#error "attn.h: ATTN_USE_OPENMP and ATTN_NO_OPENMP contradict each other"
+#endif
+#if defined(_OPENMP) && !defined(ATTN_NO_OPENMP) && !defined(ATTN_USE_OPENMP)
+#define ATTN_USE_OPENMP
+#endif
+#if defined(ATTN_USE_OPENMP) && !defined(_OPENMP)
+#error "attn.h: ATTN_USE_OPENMP needs the compiler's OpenMP flag (-fopenmp)"
+#endif
+#if defined(ATTN_USE_ONEDNN) && defined(__has_include)
+#if !__has_include(<oneapi/dnnl/dnnl.h>)
+#error "attn.h: ATTN_USE_ONEDNN is defined but <oneapi/dnnl/dnnl.h> is missing (libdnnl-dev)"
+#endif
+#endif
+#ifndef ATTN_HEADER_FILENAME
+#define ATTN_HEADER_FILENAME "attn.h"
+#endif
+#ifndef ATTN_ASSERT
+#include <assert.h>
+#define ATTN_ASSERT(x) assert(x)
+#endif
+
+/* Which ISA passes are compiled. x86 paths need GCC/Clang target regions (or the matching -m
+   flags under ATTN_NO_RUNTIME_DISPATCH); NEON is a compile-time choice on aarch64. */
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+#define ATTN__X86 1
+#endif
+#if !defined(ATTN_NO_SIMD) && defined(ATTN__X86) && !defined(ATTN_NO_AVX2) &&                 \
+    ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
+     (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)))
+#define ATTN__HAVE_AVX2 1
+#endif
+#if !defined(ATTN_NO_SIMD) && defined(ATTN__X86) && !defined(ATTN_NO_AVX512) &&               \
+    ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
+     (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&              \
+      defined(__AVX512DQ__)))
+#define ATTN__HAVE_AVX512 1
+#endif
+#if !defined(ATTN_NO_SIMD) && !defined(ATTN_NO_NEON) && defined(__aarch64__)
+#define ATTN__HAVE_NEON 1
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+   [B] Includes. */
+#include <math.h>
+#include <string.h>
+#include <float.h>
+#if defined(ATTN__HAVE_AVX2) || defined(ATTN__HAVE_AVX512)
+#include <immintrin.h>
+#endif
+#if defined(ATTN__X86) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+#ifdef ATTN__HAVE_NEON
+#include <arm_neon.h>
+#endif
+#ifdef ATTN_USE_OPENMP
+#include <omp.h>
+#endif
+#ifdef ATTN_USE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+   [C] Portability. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN__PRIVATE static __attribute__((unused))
+#define ATTN__INLINE inline __attribute__((always_inline))
+#define ATTN__LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define ATTN__PRIVATE static
+#define ATTN__INLINE __inline
+#define ATTN__LIKELY(x) (x)
+#endif
+#define ATTN__CAT2_(a, b) a##b
+#define ATTN__CAT2(a, b) ATTN__CAT2_(a, b)
+#define ATTN__ALIGN 64
+#define ATTN__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ATTN__MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#ifdef ATTN_ASSERT_ON_ERROR
+#define ATTN__FAIL(code) (ATTN_ASSERT(!"attn.h error return"), (code))
+#else
+#define ATTN__FAIL(code) (code)
+#endif
+/* Return an error status from a validation check. */
+#define ATTN__CHECK(cond, code)                                                                   \
+    do {                                                                                          \
+        if (!(cond)) return ATTN__FAIL(code);                                                     \
+    } while (0)
+#define ATTN__TRY(expr)                                                                           \
+    do {                                                                                          \
+        attn_status attn__st_ = (expr);                                                           \
+        if (attn__st_ != ATTN_OK) return attn__st_;                                               \
+    } while (0)
+
+typedef union attn__bits32 { float f; uint32_t u; } attn__bits32;
+ATTN__PRIVATE ATTN__INLINE uint32_t attn__f32_bits(float x) { attn__bits32 b; b.f = x; return b.u; }
+ATTN__PRIVATE ATTN__INLINE float attn__bits_f32(uint32_t u) { attn__bits32 b; b.u = u; return b.f; }
+ATTN__PRIVATE ATTN__INLINE size_t attn__align_up(size_t n) {
+    return (n + (ATTN__ALIGN - 1)) & ~(size_t)(ATTN__ALIGN - 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [D] Status strings, version, build info. */
+ATTNDEF const char *attn_status_str(attn_status status) {
+    switch (status) {
+#define ATTN__STATUS_CASE(name, value, text) case name: return text;
+        ATTN__STATUS_LIST(ATTN__STATUS_CASE)
+#undef ATTN__STATUS_CASE
+        default: return "unknown attn_status";
+    }
+}
+
+ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
+
+#ifdef ATTN__HAVE_AVX2
+#define ATTN__INFO_AVX2 ",avx2"
+#else
+#define ATTN__INFO_AVX2 ""
+#endif
+#ifdef ATTN__HAVE_AVX512
+#define ATTN__INFO_AVX512 ",avx512"
+#else
+#define ATTN__INFO_AVX512 ""
+#endif
+#ifdef ATTN__HAVE_NEON
+#define ATTN__INFO_NEON ",neon"
+#else
+#define ATTN__INFO_NEON ""
+#endif
+#ifdef ATTN_USE_OPENMP
+#define ATTN__INFO_OMP " openmp=yes"
+#else
+#define ATTN__INFO_OMP " openmp=no"
+#endif
+#ifdef ATTN_USE_ONEDNN
+#define ATTN__INFO_DNNL " onednn=yes"
+#else
+#define ATTN__INFO_DNNL " onednn=no"
+#endif
+
+ATTNDEF const char *attn_build_info(void) {
+    return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
+        ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [E] CPU features. Detected once; the result is a pure function of the machine, so a race
+   between two first callers writes the same value (the only global in the library). */
+enum {
+    ATTN__CPU_AVX2 = 1 << 0,     /* AVX2 + FMA + F16C, and the OS saves YMM state */
+    ATTN__CPU_AVX512 = 1 << 1,   /* F + BW + VL + DQ, and the OS saves ZMM state */
+    ATTN__CPU_AVX512BF16 = 1 << 2,
+    ATTN__CPU_DETECTED = 1 << 30
+};
+static volatile int attn__cpu_flags_cache;
+
+#if defined(ATTN__X86) && (defined(__GNUC__) || defined(__clang__))
+ATTN__PRIVATE uint64_t attn__xgetbv0(void) {
+    uint32_t eax, edx;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((uint64_t)edx << 32) | eax;
+}
+ATTN__PRIVATE int attn__detect_cpu(void) {
+    unsigned a, b, c, d, flags = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return 0;
+    uint64_t xcr0 = attn__xgetbv0();
+    int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xe6) == 0xe6;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int avx2 = (b >> 5) & 1, f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1;
+    int vl = (b >> 31) & 1;
+    if (ymm_ok && avx2 && fma && f16c) flags |= ATTN__CPU_AVX2;
+    if (zmm_ok && (flags & ATTN__CPU_AVX2) && f && dq && bw && vl) flags |= ATTN__CPU_AVX512;
+    if ((flags & ATTN__CPU_AVX512) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1))
+        flags |= ATTN__CPU_AVX512BF16;
+    return (int)flags;
+}
+#else
+ATTN__PRIVATE int attn__detect_cpu(void) { return 0; }
+#endif
+
+ATTN__PRIVATE int attn__cpu_flags(void) {
+    int flags = attn__cpu_flags_cache;
+    if (!(flags & ATTN__CPU_DETECTED)) {
+        flags = attn__detect_cpu() | ATTN__CPU_DETECTED;
+        attn__cpu_flags_cache = flags;
+    }
+    return flags;
+}
+
+ATTNDEF const char *attn_cpu_features(void) {
+    static const char *const text[8] = {
+        "avx2=no avx512=no avx512bf16=no",  "avx2=yes avx512=no avx512bf16=no",
+        "avx2=no avx512=yes avx512bf16=no", "avx2=yes avx512=yes avx512bf16=no",
+        "avx2=no avx512=no avx512bf16=yes", "avx2=yes avx512=no avx512bf16=yes",
+        "avx2=no avx512=yes avx512bf16=yes", "avx2=yes avx512=yes avx512bf16=yes"};
+#ifdef __aarch64__
+    return "neon=yes";
+#else
+    return text[attn__cpu_flags() & 7];
+#endif
+}
+
+ATTNDEF int attn_isa_supported(attn_isa isa) {
+    int cpu = attn__cpu_flags();
+    (void)cpu;
+    switch (isa) {
+        case ATTN_ISA_AUTO:
+        case ATTN_ISA_SCALAR: return 1;
+#ifdef ATTN__HAVE_AVX2
+        case ATTN_ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
+#endif
+#ifdef ATTN__HAVE_AVX512
+        case ATTN_ISA_AVX512: return (cpu & ATTN__CPU_AVX512) != 0;
+#endif
+#ifdef ATTN__HAVE_NEON
+        case ATTN_ISA_NEON: return 1;
+#endif
+        default: return 0;
+    }
+}
+
+ATTNDEF attn_isa attn_best_isa(void) {
+    if (attn_isa_supported(ATTN_ISA_AVX512)) return ATTN_ISA_AVX512;
+    if (attn_isa_supported(ATTN_ISA_AVX2)) return ATTN_ISA_AVX2;
+    if (attn_isa_supported(ATTN_ISA_NEON)) return ATTN_ISA_NEON;
+    return ATTN_ISA_SCALAR;
+}
+
+ATTNDEF const char *attn_isa_name(attn_isa isa) {
+    switch (isa) {
+        case ATTN_ISA_AUTO: return "auto";
+        case ATTN_ISA_SCALAR: return "scalar";
+        case ATTN_ISA_AVX2: return "avx2";
+        case ATTN_ISA_AVX512: return "avx512";
+        case ATTN_ISA_NEON: return "neon";
+        default: return "unknown";
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [F] Scalar conversions: the specification every SIMD conversion is tested against. */
+ATTNDEF size_t attn_dtype_size(attn_dtype dtype) {
+    switch (dtype) {
+        case ATTN_F32: return 4;
+        case ATTN_F16:
+        case ATTN_BF16: return 2;
+        case ATTN_FP8_E4M3:
+        case ATTN_FP8_E5M2: return 1;
+        default: return 0;
+    }
+}
+
+ATTNDEF const char *attn_dtype_name(attn_dtype dtype) {
+    switch (dtype) {
+        case ATTN_F32: return "f32";
+        case ATTN_F16: return "f16";
+        case ATTN_BF16: return "bf16";
+        case ATTN_FP8_E4M3: return "fp8_e4m3";
+        case ATTN_FP8_E5M2: return "fp8_e5m2";
+        default: return "unknown";
+    }
+}
+
+/* v >> shift, rounded to nearest even. */
+ATTN__PRIVATE uint32_t attn__shift_rne(uint32_t v, int shift) {
+    if (shift <= 0) return v;
+    if (shift >= 32) return 0;
+    uint32_t q = v >> shift, rem = v & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return q + (rem > half || (rem == half && (q & 1)));
+}
+
+/* Finite |x| (as f32 bits, sign cleared) to a binary format with mant_bits of mantissa and the
+   given exponent bias, rounded to nearest even; returns the magnitude code, which may exceed
+   the format's largest finite code (the caller saturates or makes inf). */
+ATTN__PRIVATE uint32_t attn__encode_magnitude(uint32_t abs_bits, int mant_bits, int bias) {
+    int e = (int)(abs_bits >> 23) - 127;
+    uint32_t sig = abs_bits & 0x7fffffu;
+    if (abs_bits >> 23) sig |= 0x800000u; else e = -126;  /* f32 subnormal: no hidden bit */
+    int emin = 1 - bias;
+    if (e >= emin) {  /* normal in the target (a carry into the exponent is just an addition) */
+        uint32_t q = attn__shift_rne(sig, 23 - mant_bits);
+        return ((uint32_t)(e + bias) << mant_bits) + (q - (1u << mant_bits));
+    }
+    /* subnormal in the target: units of 2^(emin - mant_bits); q == 2^mant_bits is min normal */
+    return attn__shift_rne(sig, 23 - mant_bits + (emin - e));
+}
+
+ATTNDEF uint16_t attn_f32_to_f16(float x) {
+    uint32_t b = attn__f32_bits(x), sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
+    if (a == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
+    uint32_t m = attn__encode_magnitude(a, 10, 15);
+    return (uint16_t)(sign | (m >= 0x7c00u ? 0x7c00u : m));  /* IEEE overflow rounds to inf */
+}
+
+ATTNDEF float attn_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31) return attn__bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        float v = (float)m * (1.0f / 16777216.0f);  /* m * 2^-24, exact */
+        return sign ? -v : v;
+    }
+    return attn__bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+ATTNDEF uint16_t attn_f32_to_bf16(float x) {
+    uint32_t b = attn__f32_bits(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40u);  /* quiet NaN */
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+ATTNDEF float attn_bf16_to_f32(uint16_t h) { return attn__bits_f32((uint32_t)h << 16); }
+
+/* fp8: saturating (SATFINITE, as vLLM): overflow and +-inf give +-max finite, NaN stays NaN. */
+ATTNDEF uint8_t attn_f32_to_fp8_e4m3(float x) {
+    uint32_t b = attn__f32_bits(x), sign = (b >> 24) & 0x80u, a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+    if (a >= 0x7f800000u) return (uint8_t)(sign | 0x7eu);
+    uint32_t m = attn__encode_magnitude(a, 3, 7);
+    return (uint8_t)(sign | (m > 0x7eu ? 0x7eu : m));
+}
+
+ATTNDEF float attn_fp8_e4m3_to_f32(uint8_t v) {
+    uint32_t e = (v >> 3) & 0xfu, m = v & 7u;
+    float mag;
+    if (e == 15 && m == 7) return attn__bits_f32(((uint32_t)(v & 0x80u) << 24) | 0x7fc00000u);
+    mag = e == 0 ? (float)m * (1.0f / 512.0f) : ldexpf(1.0f + (float)m / 8.0f, (int)e - 7);
+    return (v & 0x80u) ? -mag : mag;
+}
+
+ATTNDEF uint8_t attn_f32_to_fp8_e5m2(float x) {
+    uint32_t b = attn__f32_bits(x), sign = (b >> 24) & 0x80u, a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+    if (a >= 0x7f800000u) return (uint8_t)(sign | 0x7bu);
+    uint32_t m = attn__encode_magnitude(a, 2, 15);
+    return (uint8_t)(sign | (m > 0x7bu ? 0x7bu : m));
+}
+
+/* e5m2 is the top byte of an f16, so decoding is exact through f16. */
+ATTNDEF float attn_fp8_e5m2_to_f32(uint8_t v) { return attn_f16_to_f32((uint16_t)(v << 8)); }
+
+/* One element of any dtype to f32 (no scale). */
+ATTN__PRIVATE float attn__load_f32(const void *p, attn_dtype dt, size_t i) {
+    switch (dt) {
+        case ATTN_F32: return ((const float *)p)[i];
+        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)p)[i]);
+        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)p)[i]);
+        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)p)[i]);
+        default: return attn_fp8_e5m2_to_f32(((const uint8_t *)p)[i]);
+    }
+}
+
+/* One f32 to any dtype (no scale). */
+ATTN__PRIVATE void attn__store_f32(void *p, attn_dtype dt, size_t i, float x) {
+    switch (dt) {
+        case ATTN_F32: ((float *)p)[i] = x; break;
+        case ATTN_F16: ((uint16_t *)p)[i] = attn_f32_to_f16(x); break;
+        case ATTN_BF16: ((uint16_t *)p)[i] = attn_f32_to_bf16(x); break;
+        case ATTN_FP8_E4M3: ((uint8_t *)p)[i] = attn_f32_to_fp8_e4m3(x); break;
+        default: ((uint8_t *)p)[i] = attn_f32_to_fp8_e5m2(x); break;
+    }
+}
+
+ATTN__PRIVATE int attn__is_fp8(attn_dtype dt) { return dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2; }
+ATTN__PRIVATE int attn__is_activation_dtype(attn_dtype dt) {
+    return dt == ATTN_F32 || dt == ATTN_F16 || dt == ATTN_BF16;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [G] Kernel plans (shared by every ISA) and the per-ISA instantiation.
+
+   A plan holds everything a kernel needs, already validated. A call splits its work into fixed
+   items whose arithmetic depends only on the item (never on the thread count), runs them on
+   the threading driver, and each item uses the scratch of the thread that runs it. */
+
+/* Where a prefill kernel reads its keys and values from. */
+typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_source;
+
+#define ATTN__KEY_TILE 64        /* keys per tile: a multiple of every ISA's micro-tile width */
+#define ATTN__MAX_MR 16          /* largest micro-tile height over the ISAs (rows padding) */
+#define ATTN__MAX_NR 32          /* largest micro-tile width over the ISAs (head-size padding) */
+#define ATTN__QUERY_ROWS 64      /* target query rows (tokens x grouped heads) per work item */
+
+typedef struct attn__prefill_plan {
+    int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_NR */
+    int causal, window;
+    float q_mul, cap;            /* q is multiplied by q_mul (scale, or scale/cap) when packed */
+    const float *slopes, *sinks;
+    int num_seqs, tile_tokens;   /* query tokens per work item */
+    int rows_cap;                /* padded rows per item */
+    /* queries and outputs */
+    const char *q; attn_dtype q_dtype; int64_t q_stride;
+    char *out; attn_dtype out_dtype; int64_t out_stride;
+    float *lse;
+    const int32_t *q_start;      /* [num_seqs+1] query row offsets */
+    /* keys: dense rows ... */
+    attn__kv_source source;
+    const char *k, *v; attn_dtype kv_dtype; int64_t k_stride, v_stride;
+    const int32_t *k_start;      /* [num_seqs+1] key row offsets (rows source) */
+    /* ... or the paged cache */
+    const char *key_cache, *value_cache;
+    float k_scale, v_scale;
+    int block_size, max_blocks;
+    const int32_t *block_tables, *seq_lens;
+    /* work items */
+    const int64_t *item_start;   /* [num_seqs+1] first item of each sequence */
+    char *scratch; size_t scratch_bytes;  /* per thread */
+} attn__prefill_plan;
+
+/* One work item's scratch, carved from the thread's slice by one function so that the size
+   query and the layout cannot drift apart. */
+typedef struct attn__prefill_scratch {
+    float *q;      /* [rows][D] packed queries, pre-scaled */
+    float *kt;     /* [D][KEY_TILE] keys, transposed */
+    float *v;      /* [KEY_TILE][Dp] values */
+    float *s;      /* [rows][KEY_TILE] scores, then probabilities */
+    float *o;      /* [rows][Dp] running outputs */
+    float *m, *l, *a;  /* [rows] running max, denominator, rescale factor of the last tile */
+    float *krow;   /* [D] one dequantized key row */
+} attn__prefill_scratch;
+
+ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
+    size_t at = (size_t)*cursor;
+    *cursor += attn__align_up(bytes);
+    return at;
+}
+
+/* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size. */
+ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, char *base,
+                                                  attn__prefill_scratch *s) {
+    char *c = base;
+    size_t kt = (size_t)D * ATTN__KEY_TILE, vt = (size_t)ATTN__KEY_TILE * Dp;
+    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * D);
+    float *k = (float *)attn__carve(&c, sizeof(float) * kt);
+    float *v = (float *)attn__carve(&c, sizeof(float) * vt);
+    float *sc = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * ATTN__KEY_TILE);
+    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * Dp);
+    float *m = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
+    float *l = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
+    float *a = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
+    float *krow = (float *)attn__carve(&c, sizeof(float) * (size_t)D);
+    if (s) {
+        s->q = q; s->kt = k; s->v = v; s->s = sc; s->o = o;
+        s->m = m; s->l = l; s->a = a; s->krow = krow;
+    }
+    return (size_t)(c - base);
+}
+
+/* The sequence that work item `item` belongs to: item_start[seq] <= item < item_start[seq+1]. */
+ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_t item) {
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (item_start[mid] <= item) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The per-ISA kernel table. */
+typedef struct attn__kernels {
+    attn_isa isa;
+    /* dst[i] = src[i] * scale as f32 (any dtype) */
+    void (*to_f32)(float *dst, const void *src, attn_dtype dt, int n, float scale);
+    /* dst[i] = src[i] rounded to dt (f32, f16, bf16) */
+    void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
+    void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
+} attn__kernels;
+
+#define ATTN__ISA_SCALAR_PASS 1
+#define ATTN__ISA_AVX2_PASS 2
+#define ATTN__ISA_AVX512_PASS 3
+#define ATTN__ISA_NEON_PASS 4
+
+/* GCC 12's AVX-512 headers self-initialise placeholders (`__Y = __Y`), which -Wmaybe-uninitialized
+   reports at every inlined use in C++; the kernels themselves read nothing uninitialised. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#define ATTN__KERNEL_PASS ATTN__ISA_SCALAR_PASS
+#include ATTN_HEADER_FILENAME
+#undef ATTN__KERNEL_PASS
+
+#ifdef ATTN__HAVE_AVX2
+#define ATTN__KERNEL_PASS ATTN__ISA_AVX2_PASS
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#include ATTN_HEADER_FILENAME
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+#undef ATTN__KERNEL_PASS
+#endif
+
+#ifdef ATTN__HAVE_AVX512
+#define ATTN__KERNEL_PASS ATTN__ISA_AVX512_PASS
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
+#include ATTN_HEADER_FILENAME
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+#undef ATTN__KERNEL_PASS
+#endif
+
+#ifdef ATTN__HAVE_NEON
+#define ATTN__KERNEL_PASS ATTN__ISA_NEON_PASS
+#include ATTN_HEADER_FILENAME
+#undef ATTN__KERNEL_PASS
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
+    switch (isa) {
+#ifdef ATTN__HAVE_AVX2
+        case ATTN_ISA_AVX2: return &attn__table__avx2;
+#endif
+#ifdef ATTN__HAVE_AVX512
+        case ATTN_ISA_AVX512: return &attn__table__avx512;
+#endif
+#ifdef ATTN__HAVE_NEON
+        case ATTN_ISA_NEON: return &attn__table__neon;
+#endif
+        default: return &attn__table__scalar;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Threading driver: one parallel-for over fixed items. */
+ATTNDEF int attn_exec_threads(const attn_exec *exec) {
+    int n = exec ? exec->num_threads : 0;
+    if (n > 0) return n;
+    if (exec && exec->parallel_for) return 1;
+#ifdef ATTN_USE_OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Validates exec and resolves its ISA. */
+ATTN__PRIVATE attn_status attn__exec_resolve(const attn_exec *exec, const attn__kernels **kernels) {
+    attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
+    if (exec) {
+        ATTN__CHECK(exec->num_threads >= 0, ATTN_ERR_INVALID_ARG);
+        ATTN__CHECK((int)isa >= 0 && isa < ATTN_ISA_COUNT, ATTN_ERR_INVALID_ARG);
+        ATTN__CHECK(exec->gemm == ATTN_GEMM_NATIVE || exec->gemm == ATTN_GEMM_ONEDNN,
+                    ATTN_ERR_INVALID_ARG);
+#ifndef ATTN_USE_ONEDNN
+        ATTN__CHECK(exec->gemm == ATTN_GEMM_NATIVE, ATTN_ERR_UNSUPPORTED);
+#endif
+    }
+    ATTN__CHECK(attn_isa_supported(isa), ATTN_ERR_UNSUPPORTED);
+    *kernels = attn__kernels_for(isa == ATTN_ISA_AUTO ? attn_best_isa() : isa);
+    return ATTN_OK;
+}
+
+ATTN__PRIVATE void attn__run_items(const attn_exec *exec, int num_items, attn_task_fn *task,
+                                   void *ctx) {
+    int threads = attn_exec_threads(exec);
+    if (num_items <= 0) return;
+    if (exec && exec->parallel_for) {
+        exec->parallel_for(exec->pool, num_items, threads, task, ctx);
+        return;
+    }
+#ifdef ATTN_USE_OPENMP
+    if (threads > 1 && num_items > 1) {
+        int i;
+        /* dynamic: items differ in cost (causal tiles); results do not depend on who runs what */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (i = 0; i < num_items; i++) task(ctx, i, omp_get_thread_num());
+        return;
+    }
+#endif
+    for (int i = 0; i < num_items; i++) task(ctx, i, 0);
+}
+
+ATTNDEF attn_status attn_parallel_run(const attn_exec *exec, int num_items, attn_task_fn *task,
+                                      void *ctx) {
+    ATTN__CHECK(task != NULL && num_items >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!exec || exec->num_threads >= 0, ATTN_ERR_INVALID_ARG);
+    attn__run_items(exec, num_items, task, ctx);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [K] Public entry points: validate -> plan -> dispatch -> threads. */
+ATTN__PRIVATE int attn__finite_array(const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+ATTNDEF attn_status attn_params_check(const attn_params *p) {
+    ATTN__CHECK(p != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(p->num_heads >= 1 && p->num_kv_heads >= 1, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(p->num_heads % p->num_kv_heads == 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(p->head_size >= 1 && p->head_size <= ATTN_MAX_HEAD_SIZE, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(isfinite(p->scale) && p->scale >= 0.0f, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(isfinite(p->logits_soft_cap) && p->logits_soft_cap >= 0.0f, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(p->sliding_window >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!p->alibi_slopes || attn__finite_array(p->alibi_slopes, p->num_heads),
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!p->sinks || attn__finite_array(p->sinks, p->num_heads), ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+ATTN__PRIVATE float attn__scale(const attn_params *p) {
+    return p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_size);
+}
+
+ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
+                                 attn_dtype src_dtype, size_t n, float scale) {
+    ATTN__CHECK(attn_dtype_size(dst_dtype) && attn_dtype_size(src_dtype), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(n == 0 || (dst && src), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(isfinite(scale) && scale >= 0.0f, ATTN_ERR_INVALID_ARG);
+    if (scale == 0.0f) scale = 1.0f;
+    ATTN__CHECK(scale == 1.0f || attn__is_fp8(dst_dtype) || attn__is_fp8(src_dtype),
+                ATTN_ERR_INVALID_ARG);
+    const attn__kernels *kern = attn__kernels_for(attn_best_isa());
+    float buf[256];
+    size_t ssz = attn_dtype_size(src_dtype), dsz = attn_dtype_size(dst_dtype);
+    float read_scale = attn__is_fp8(src_dtype) ? scale : 1.0f;
+    float write_div = attn__is_fp8(dst_dtype) ? scale : 1.0f;
+    /* Chunks go through an f32 buffer; a same-pointer call with dsz > ssz must run backwards. */
+    int backwards = dsz > ssz && (const void *)dst == src;
+    size_t chunks = (n + 255) / 256;
+    for (size_t ci = 0; ci < chunks; ci++) {
+        size_t c = backwards ? chunks - 1 - ci : ci, at = c * 256;
+        int m = (int)ATTN__MIN((size_t)256, n - at);
+        kern->to_f32(buf, (const char *)src + at * ssz, src_dtype, m, read_scale);
+        if (write_div != 1.0f)
+            for (int i = 0; i < m; i++) buf[i] /= write_div;
+        if (attn__is_fp8(dst_dtype))
+            for (int i = 0; i < m; i++) attn__store_f32(dst, dst_dtype, at + (size_t)i, buf[i]);
+        else
+            kern->from_f32((char *)dst + at * dsz, dst_dtype, buf, m);
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [I] Bias builders. visible() is the one definition of the mask used by every builder. */
+ATTN__PRIVATE int attn__visible(int causal, int window, int64_t pos, int64_t j) {
+    return (!causal || j <= pos) && (window == 0 || pos - j < window);
+}
+
+ATTNDEF void attn_alibi_slopes(int num_heads, float *slopes) {
+    int p = 1, k;
+    if (num_heads < 1 || !slopes) return;
+    while (p * 2 <= num_heads) p *= 2;  /* largest power of two <= num_heads */
+    /* base = 2^(-8/p): slope k = 2^(-8k/p), computed in double and rounded once */
+    for (k = 1; k <= p; k++) slopes[k - 1] = (float)exp2(-8.0 * k / p);
+    /* the remaining heads interleave the odd powers of extra = 2^(-4/p) */
+    for (k = 0; k < num_heads - p; k++) slopes[p + k] = (float)exp2(-4.0 * (2 * k + 1) / p);
+}
+
+ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int kv_len, float *bias) {
+    ATTN__CHECK(num_heads >= 1 && q_len >= 0 && kv_len >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(bias != NULL || (int64_t)q_len * kv_len == 0, ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* The one builder behind the three public ones. */
+ATTN__PRIVATE void attn__fill_bias(int num_heads, const float *slopes, int window, int q_len,
+                                   int kv_len, int causal, float *bias) {
+    for (int h = 0; h < num_heads; h++)
+        for (int i = 0; i < q_len; i++) {
+            int64_t pos = (int64_t)kv_len - q_len + i;
+            float *row = bias + ((size_t)h * q_len + i) * kv_len;
+            for (int j = 0; j < kv_len; j++)
+                row[j] = !attn__visible(causal, window, pos, j) ? -INFINITY
+                         : slopes ? slopes[h] * (float)(j - pos) : 0.0f;
+        }
+}
+
+ATTNDEF attn_status attn_make_alibi_bias(int num_heads, const float *slopes, int q_len, int kv_len,
+                                         int causal, float *bias) {
+    ATTN__TRY(attn__bias_shape_check(num_heads, q_len, kv_len, bias));
+    ATTN__CHECK(slopes && attn__finite_array(slopes, num_heads), ATTN_ERR_INVALID_ARG);
+    attn__fill_bias(num_heads, slopes, 0, q_len, kv_len, causal, bias);
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_make_sliding_window_bias(int window, int q_len, int kv_len, int causal,
+                                                  float *bias) {
+    ATTN__TRY(attn__bias_shape_check(1, q_len, kv_len, bias));
+    ATTN__CHECK(window >= 1, ATTN_ERR_INVALID_ARG);
+    attn__fill_bias(1, NULL, window, q_len, kv_len, causal, bias);
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_len, int causal,
+                                   float *bias) {
+    ATTN__TRY(attn_params_check(params));
+    ATTN__TRY(attn__bias_shape_check(params->num_heads, q_len, kv_len, bias));
+    attn__fill_bias(params->num_heads, params->alibi_slopes, params->sliding_window, q_len,
+                    kv_len, causal, bias);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Prefill planning, shared by attn_sdpa and attn_paged_prefill. */
+
+/* Checks an activation rows argument with `width` elements per token. */
+ATTN__PRIVATE attn_status attn__rows_check(attn_rows r, int64_t width, int64_t tokens) {
+    ATTN__CHECK(attn__is_activation_dtype(r.dtype), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(r.stride == 0 || r.stride >= width, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(tokens == 0 || r.data != NULL, ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* cu must be int32 [n+1], starting at 0, non-decreasing. */
+ATTN__PRIVATE attn_status attn__offsets_check(const int32_t *cu, int n) {
+    ATTN__CHECK(cu != NULL && cu[0] == 0, ATTN_ERR_INVALID_ARG);
+    for (int i = 0; i < n; i++) ATTN__CHECK(cu[i + 1] >= cu[i], ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+ATTN__PRIVATE int attn__tile_tokens(int G) { return ATTN__MAX(1, ATTN__QUERY_ROWS / G); }
+
+/* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
+ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, int threads, int num_seqs,
+                                             char *base, int64_t **item_start, char **scratch,
+                                             size_t *scratch_bytes) {
+    int G = p->num_heads / p->num_kv_heads, D = p->head_size;
+    int rows_cap = attn__tile_tokens(G) * G + ATTN__MAX_MR;
+    int Dp = (D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
+    size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
+    size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
+    if (base) {
+        char *aligned = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+        *item_start = (int64_t *)aligned;
+        *scratch = aligned + head;
+        *scratch_bytes = per_thread;
+    }
+    return ATTN__ALIGN + head + per_thread * (size_t)threads;  /* + alignment slack */
+}
+
+/* Fills the parts of a prefill plan that come from params, and the item offsets. Returns the
+   number of items, or -1 when there are more than an int can count. */
+ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_params *p,
+                                              const int32_t *q_start, int num_seqs, int causal) {
+    float scale = attn__scale(p);
+    int64_t items = 0;
+    P->H = p->num_heads; P->Hk = p->num_kv_heads; P->G = P->H / P->Hk; P->D = p->head_size;
+    P->Dp = (P->D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
+    P->causal = causal != 0; P->window = p->sliding_window;
+    P->cap = p->logits_soft_cap;
+    P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;  /* scores come out as s or s/cap */
+    P->slopes = p->alibi_slopes; P->sinks = p->sinks;
+    P->num_seqs = num_seqs; P->tile_tokens = attn__tile_tokens(P->G);
+    P->rows_cap = P->tile_tokens * P->G + ATTN__MAX_MR;
+    P->q_start = q_start;
+    for (int s = 0; s < num_seqs; s++) {
+        int64_t lq = q_start[s + 1] - q_start[s];
+        if (P->item_start) ((int64_t *)P->item_start)[s] = items;
+        items += (lq + P->tile_tokens - 1) / P->tile_tokens * P->Hk;
+    }
+    if (P->item_start) ((int64_t *)P->item_start)[num_seqs] = items;
+    return items > 0x7fffffff ? -1 : items;
+}
+
+typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
+ATTN__PRIVATE void attn__prefill_task(void *ctx, int item, int thread) {
+    const attn__prefill_run *run = (const attn__prefill_run *)ctx;
+    run->k->prefill_item(run->plan, item, thread);
+}
+
+ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
+                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                                        int num_seqs) {
+    (void)cu_seqlens_q; (void)cu_seqlens_k;
+    if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
+    if (exec && exec->num_threads < 0) return 0;
+    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+}
+
+ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, attn_rows q,
+                              attn_rows k, attn_rows v, attn_rows out,
+                              const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                              int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes) {
+    const attn__kernels *kern;
+    attn__prefill_plan P;
+    attn__prefill_run run;
+    int64_t *item_start = NULL, items;
+    ATTN__TRY(attn_params_check(params));
+    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__offsets_check(cu_seqlens_q, num_seqs));
+    ATTN__TRY(attn__offsets_check(cu_seqlens_k, num_seqs));
+    int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
+    int64_t Tq = cu_seqlens_q[num_seqs], Tk = cu_seqlens_k[num_seqs];
+    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, Tq));
+    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, Tq));
+    ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
+    ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
+    ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
+    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL,
+                                          NULL, NULL);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+
+    memset(&P, 0, sizeof P);
+    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, (char *)ws, &item_start,
+                            &P.scratch, &P.scratch_bytes);
+    P.item_start = item_start;
+    items = attn__prefill_plan_init(&P, params, cu_seqlens_q, num_seqs, causal);
+    ATTN__CHECK(items >= 0, ATTN_ERR_INVALID_ARG);
+    P.q = (const char *)q.data; P.q_dtype = q.dtype; P.q_stride = q.stride ? q.stride : (int64_t)H * D;
+    P.out = (char *)out.data; P.out_dtype = out.dtype;
+    P.out_stride = out.stride ? out.stride : (int64_t)H * D;
+    P.lse = lse;
+    P.source = ATTN__KV_ROWS;
+    P.k = (const char *)k.data; P.v = (const char *)v.data; P.kv_dtype = k.dtype;
+    P.k_stride = k.stride ? k.stride : (int64_t)Hk * D;
+    P.v_stride = v.stride ? v.stride : (int64_t)Hk * D;
+    P.k_start = cu_seqlens_k;
+    P.k_scale = P.v_scale = 1.0f;
+    run.plan = &P; run.k = kern;
+    attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    return ATTN_OK;
+}
+
+#endif /* ATTN_IMPLEMENTATION_INCLUDED */
+#endif /* ATTN_IMPLEMENTATION */
+#else /* ATTN__KERNEL_PASS ===================================================================
+   KERNEL BODIES. This part of the file is included once per ISA by the implementation with
+   ATTN__KERNEL_PASS set (stb_image_resize2's trick): the vector layer below maps ATTN__V* to
+   one ISA, and every kernel is written once over it. Names get the ISA suffix through
+   ATTN__FN (attn__prefill_item__avx2, ...); everything is #undef'd at the end of the pass. */
+
+/* ---- vector layer ------------------------------------------------------------------------- */
+#if ATTN__KERNEL_PASS == ATTN__ISA_SCALAR_PASS
+#define ATTN__FN(name) name##__scalar
+#define ATTN__PASS_ISA ATTN_ISA_SCALAR
+#define ATTN__VF float
+#define ATTN__L 1   /* lanes */
+#define ATTN__MR 4  /* micro-tile rows */
+#define ATTN__NV 4  /* micro-tile width in vectors */
+#define ATTN__VZERO() 0.0f
+#define ATTN__VSET1(x) (x)
+#define ATTN__VLOAD(p) (*(p))
+#define ATTN__VSTORE(p, v) (*(p) = (v))
+#define ATTN__VADD(a, b) ((a) + (b))
+#define ATTN__VSUB(a, b) ((a) - (b))
+#define ATTN__VMUL(a, b) ((a) * (b))
+#define ATTN__VDIV(a, b) ((a) / (b))
+#define ATTN__VFMA(a, b, c) ((a) * (b) + (c))
+#define ATTN__VMAX(a, b) ((a) > (b) ? (a) : (b))
+#define ATTN__VMIN(a, b) ((a) < (b) ? (a) : (b))
+#define ATTN__VHSUM(v) (v)
+#define ATTN__VHMAX(v) (v)
+#define ATTN__VIOTA() 0.0f
+#define ATTN__VLT_SELECT(x, y, a, b) ((x) < (y) ? (a) : (b))
+#define ATTN__VIN_SELECT(c, lo, hi, a, b) ((c) >= (lo) && (c) <= (hi) ? (a) : (b))
+#define ATTN__VEXP2I(n) attn__bits_f32((uint32_t)((int32_t)(n) + 127) << 23)
+#define ATTN__VLOAD_F16(p) attn_f16_to_f32(*(p))
+#define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
+#define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
+#define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
+
+#elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
+#define ATTN__FN(name) name##__avx2
+#define ATTN__PASS_ISA ATTN_ISA_AVX2
+#define ATTN__VF __m256
+#define ATTN__L 8
+#define ATTN__MR 6
+#define ATTN__NV 2
+#define ATTN__VZERO() _mm256_setzero_ps()
+#define ATTN__VSET1(x) _mm256_set1_ps(x)
+#define ATTN__VLOAD(p) _mm256_loadu_ps(p)
+#define ATTN__VSTORE(p, v) _mm256_storeu_ps((p), (v))
+#define ATTN__VADD(a, b) _mm256_add_ps((a), (b))
+#define ATTN__VSUB(a, b) _mm256_sub_ps((a), (b))
+#define ATTN__VMUL(a, b) _mm256_mul_ps((a), (b))
+#define ATTN__VDIV(a, b) _mm256_div_ps((a), (b))
+#define ATTN__VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define ATTN__VMAX(a, b) _mm256_max_ps((a), (b))
+#define ATTN__VMIN(a, b) _mm256_min_ps((a), (b))
+#define ATTN__VHSUM(v) attn__hsum__avx2(v)
+#define ATTN__VHMAX(v) attn__hmax__avx2(v)
+#define ATTN__VIOTA() _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7)
+#define ATTN__VLT_SELECT(x, y, a, b) _mm256_blendv_ps((b), (a), _mm256_cmp_ps((x), (y), _CMP_LT_OQ))
+#define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
+    _mm256_blendv_ps((b), (a), _mm256_and_ps(_mm256_cmp_ps((c), (lo), _CMP_GE_OQ),               \
+                                             _mm256_cmp_ps((c), (hi), _CMP_LE_OQ)))
+#define ATTN__VEXP2I(n)                                                                           \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                        \
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define ATTN__VLOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define ATTN__VLOAD_BF16(p)                                                                       \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                        \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define ATTN__VSTORE_F16(p, v)                                                                    \
+    _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
+
+ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx2(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+/* bf16 round-to-nearest-even on the integer bits, NaN kept quiet: the same rule as
+   attn_f32_to_bf16, eight at a time. */
+ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
+    __m256i b = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i qn = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, qn, nan);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128((__m128i *)(void *)p, packed);
+}
+
+#elif ATTN__KERNEL_PASS == ATTN__ISA_AVX512_PASS
+#define ATTN__FN(name) name##__avx512
+#define ATTN__PASS_ISA ATTN_ISA_AVX512
+#define ATTN__VF __m512
+#define ATTN__L 16
+#define ATTN__MR 12
+#define ATTN__NV 2
+#define ATTN__VZERO() _mm512_setzero_ps()
+#define ATTN__VSET1(x) _mm512_set1_ps(x)
+#define ATTN__VLOAD(p) _mm512_loadu_ps(p)
+#define ATTN__VSTORE(p, v) _mm512_storeu_ps((p), (v))
+#define ATTN__VADD(a, b) _mm512_add_ps((a), (b))
+#define ATTN__VSUB(a, b) _mm512_sub_ps((a), (b))
+#define ATTN__VMUL(a, b) _mm512_mul_ps((a), (b))
+#define ATTN__VDIV(a, b) _mm512_div_ps((a), (b))
+#define ATTN__VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define ATTN__VMAX(a, b) _mm512_max_ps((a), (b))
+#define ATTN__VMIN(a, b) _mm512_min_ps((a), (b))
+#define ATTN__VHSUM(v) attn__hsum__avx512(v)
+#define ATTN__VHMAX(v) attn__hmax__avx512(v)
+#define ATTN__VIOTA() _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define ATTN__VLT_SELECT(x, y, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), (y), _CMP_LT_OQ), (b), (a))
+#define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask((c), (lo), _CMP_GE_OQ) &                              \
+                             _mm512_cmp_ps_mask((c), (hi), _CMP_LE_OQ), (b), (a))
+#define ATTN__VEXP2I(n)                                                                           \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
+#define ATTN__VLOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define ATTN__VLOAD_BF16(p)                                                                       \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define ATTN__VSTORE_F16(p, v)                                                                    \
+    _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
+
+ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_reduce_add_ps(v); }
+ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
+ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) {
+    __m512i b = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(r));
+}
+
+#elif ATTN__KERNEL_PASS == ATTN__ISA_NEON_PASS
+#define ATTN__FN(name) name##__neon
+#define ATTN__PASS_ISA ATTN_ISA_NEON
+#define ATTN__VF float32x4_t
+#define ATTN__L 4
+#define ATTN__MR 6
+#define ATTN__NV 4
+#define ATTN__VZERO() vdupq_n_f32(0.0f)
+#define ATTN__VSET1(x) vdupq_n_f32(x)
+#define ATTN__VLOAD(p) vld1q_f32(p)
+#define ATTN__VSTORE(p, v) vst1q_f32((p), (v))
+#define ATTN__VADD(a, b) vaddq_f32((a), (b))
+#define ATTN__VSUB(a, b) vsubq_f32((a), (b))
+#define ATTN__VMUL(a, b) vmulq_f32((a), (b))
+#define ATTN__VDIV(a, b) vdivq_f32((a), (b))
+#define ATTN__VFMA(a, b, c) vfmaq_f32((c), (a), (b))
+#define ATTN__VMAX(a, b) vmaxq_f32((a), (b))
+#define ATTN__VMIN(a, b) vminq_f32((a), (b))
+#define ATTN__VHSUM(v) vaddvq_f32(v)
+#define ATTN__VHMAX(v) vmaxvq_f32(v)
+#define ATTN__VIOTA() attn__iota__neon()
+#define ATTN__VLT_SELECT(x, y, a, b) vbslq_f32(vcltq_f32((x), (y)), (a), (b))
+#define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
+    vbslq_f32(vandq_u32(vcgeq_f32((c), (lo)), vcleq_f32((c), (hi))), (a), (b))
+#define ATTN__VEXP2I(n)                                                                           \
+    vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23))
+#define ATTN__VLOAD_F16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)))
+#define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
+#define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
+#define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
+
+ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
+    static const float iota[4] = {0, 1, 2, 3};
+    return vld1q_f32(iota);
+}
+ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t v) {
+    uint32x4_t b = vreinterpretq_u32_f32(v);
+    uint32x4_t lsb = vandq_u32(vshrq_n_u32(b, 16), vdupq_n_u32(1));
+    uint32x4_t r = vshrq_n_u32(vaddq_u32(vaddq_u32(b, vdupq_n_u32(0x7fff)), lsb), 16);
+    uint32x4_t nan = vcgtq_u32(vandq_u32(b, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
+    r = vbslq_u32(nan, vorrq_u32(vshrq_n_u32(b, 16), vdupq_n_u32(0x40)), r);
+    vst1_u16(p, vmovn_u32(r));
+}
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define ATTN__UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define ATTN__UNROLL _Pragma("unroll")
+#else
+#define ATTN__UNROLL
+#endif
+#define ATTN__NR (ATTN__NV * ATTN__L)   /* micro-tile width in floats */
+
+/* ---- elementwise math over the vector layer --------------------------------------------- */
+
+/* e^x: Cody-Waite range reduction to r in [-ln2/2, ln2/2], degree-7 Taylor polynomial (error
+   below 1e-8 relative), scaled by 2^n. Results below FLT_MIN flush to 0, so exp(-inf) = 0. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vexp)(ATTN__VF x) {
+    const float magic = 12582912.0f;  /* 1.5 * 2^23: adding it rounds to nearest even */
+    ATTN__VF xc = ATTN__VMIN(ATTN__VMAX(x, ATTN__VSET1(-87.0f)), ATTN__VSET1(88.0f));
+    ATTN__VF n = ATTN__VFMA(xc, ATTN__VSET1(1.44269504088896341f), ATTN__VSET1(magic));
+    n = ATTN__VSUB(n, ATTN__VSET1(magic));
+    ATTN__VF r = ATTN__VFMA(n, ATTN__VSET1(-0.693145751953125f), xc);
+    r = ATTN__VFMA(n, ATTN__VSET1(-1.428606765330187e-06f), r);
+    ATTN__VF p = ATTN__VSET1(1.0f / 5040.0f);
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 720.0f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 120.0f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 24.0f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 6.0f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(0.5f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f));
+    ATTN__VF y = ATTN__VMUL(p, ATTN__VEXP2I(n));
+    return ATTN__VLT_SELECT(x, ATTN__VSET1(-87.0f), ATTN__VZERO(), y);
+}
+
+/* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): absolute error ~1e-7. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
+    ATTN__VF ax = ATTN__VMAX(x, ATTN__VSUB(ATTN__VZERO(), x));
+    ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VMUL(ax, ATTN__VSET1(-2.0f)));
+    ATTN__VF t = ATTN__VMUL(ATTN__VSUB(ATTN__VSET1(1.0f), e),
+                            ATTN__VDIV(ATTN__VSET1(1.0f), ATTN__VADD(ATTN__VSET1(1.0f), e)));
+    return ATTN__VLT_SELECT(x, ATTN__VZERO(), ATTN__VSUB(ATTN__VZERO(), t), t);
+}
+
+/* ---- row conversions ----------------------------------------------------------------------- */
+
+/* dst[i] = src[i] * scale as f32, for any dtype (fp8 decodes element by element). */
+ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *src,
+                                          attn_dtype dt, int n, float scale) {
+    int i = 0;
+    ATTN__VF vs = ATTN__VSET1(scale);
+    if (dt == ATTN_F32) {
+        const float *p = (const float *)src;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD(p + i), vs));
+    } else if (dt == ATTN_F16) {
+        const uint16_t *p = (const uint16_t *)src;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_F16(p + i), vs));
+    } else if (dt == ATTN_BF16) {
+        const uint16_t *p = (const uint16_t *)src;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_BF16(p + i), vs));
+    }
+    for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i) * scale;
+}
+
+/* dst[i] = src[i] rounded to dt (RNE; fp8 saturates, element by element). */
+ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt, const float *ATTN_RESTRICT src,
+                                            int n) {
+    int i = 0;
+    if (dt == ATTN_F32) {
+        float *p = (float *)dst;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(p + i, ATTN__VLOAD(src + i));
+    } else if (dt == ATTN_F16) {
+        uint16_t *p = (uint16_t *)dst;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_F16(p + i, ATTN__VLOAD(src + i));
+    } else if (dt == ATTN_BF16) {
+        uint16_t *p = (uint16_t *)dst;
+        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_BF16(p + i, ATTN__VLOAD(src + i));
+    }
+    for (; i < n; i++) attn__store_f32(dst, dt, (size_t)i, src[i]);
+}
+
+/* ---- prefill: flash-attention over tiles of (query tokens x grouped heads) x keys ---------- */
+
+/* S[MR][NR] = Q[MR][D] . Kt[D][NR]: one register tile of scores. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__qk_micro)(const float *ATTN_RESTRICT q, int D,
+                                                          const float *ATTN_RESTRICT kt,
+                                                          float *ATTN_RESTRICT s) {
+    ATTN__VF acc[ATTN__MR][ATTN__NV];
+    int r, v, d;
+    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VZERO();
+    for (d = 0; d < D; d++) {
+        ATTN__VF kv[ATTN__NV];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) kv[v] = ATTN__VLOAD(kt + (size_t)d * ATTN__KEY_TILE + v * ATTN__L);
+        ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
+            ATTN__VF b = ATTN__VSET1(q[(size_t)r * D + d]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VFMA(b, kv[v], acc[r][v]);
+        }
+    }
+    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            ATTN__VSTORE(s + (size_t)r * ATTN__KEY_TILE + v * ATTN__L, acc[r][v]);
+}
+
+/* O[MR][NR] = O * alpha[row] + P[MR][n] . V[n][NR]: one register tile of outputs. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int n,
+                                                          const float *ATTN_RESTRICT vt, int Dp,
+                                                          const float *ATTN_RESTRICT alpha,
+                                                          float *ATTN_RESTRICT o) {
+    ATTN__VF acc[ATTN__MR][ATTN__NV];
+    int r, v, c;
+    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
+        ATTN__VF a = ATTN__VSET1(alpha[r]);
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            acc[r][v] = ATTN__VMUL(ATTN__VLOAD(o + (size_t)r * Dp + v * ATTN__L), a);
+    }
+    for (c = 0; c < n; c++) {
+        ATTN__VF vv[ATTN__NV];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) vv[v] = ATTN__VLOAD(vt + (size_t)c * Dp + v * ATTN__L);
+        ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
+            ATTN__VF b = ATTN__VSET1(p[(size_t)r * ATTN__KEY_TILE + c]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VFMA(b, vv[v], acc[r][v]);
+        }
+    }
+    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            ATTN__VSTORE(o + (size_t)r * Dp + v * ATTN__L, acc[r][v]);
+}
+
+/* Packs keys [k0, k0+n) of (sequence, kv head) as Kt[D][KEY_TILE] (transposed, columns >= n
+   zero) and values as V[n][Dp] (dims >= D zero), both f32 and dequantized. */
+ATTN__PRIVATE void ATTN__FN(attn__pack_kv)(const attn__prefill_plan *P, int seq, int g, int k0,
+                                           int n, int ncols, int Dp, float *ATTN_RESTRICT kt,
+                                           float *ATTN_RESTRICT vt, float *ATTN_RESTRICT krow) {
+    int D = P->D, c, d;
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    for (c = 0; c < n; c++) {
+        int64_t j = k0 + c;
+        const char *kp, *vp;
+        if (P->source == ATTN__KV_ROWS) {
+            int64_t row = P->k_start[seq] + j;
+            kp = P->k + (size_t)(row * P->k_stride + (int64_t)g * D) * esz;
+            vp = P->v + (size_t)(row * P->v_stride + (int64_t)g * D) * esz;
+        } else {
+            int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
+            int64_t at = ((blk * P->Hk + g) * P->block_size + j % P->block_size) * D;
+            kp = P->key_cache + (size_t)at * esz;
+            vp = P->value_cache + (size_t)at * esz;
+        }
+        ATTN__FN(attn__to_f32)(krow, kp, P->kv_dtype, D, P->k_scale);
+        for (d = 0; d < D; d++) kt[(size_t)d * ATTN__KEY_TILE + c] = krow[d];
+        ATTN__FN(attn__to_f32)(vt + (size_t)c * Dp, vp, P->kv_dtype, D, P->v_scale);
+        for (d = D; d < Dp; d++) vt[(size_t)c * Dp + d] = 0.0f;
+    }
+    for (d = 0; d < D; d++)
+        for (c = n; c < ncols; c++) kt[(size_t)d * ATTN__KEY_TILE + c] = 0.0f;
+}
+
+/* Turns one row of raw scores (q already carries the scale) into probabilities for the keys
+   [k0, k0+n) and updates the row's running max m, denominator l and rescale factor alpha.
+   pos is the query's absolute position. */
+ATTN__PRIVATE void ATTN__FN(attn__softmax_row)(const attn__prefill_plan *P, int h, int64_t pos,
+                                               int64_t k0, int n, float *ATTN_RESTRICT s,
+                                               float *m, float *l, float *alpha) {
+    int c, ncols = (n + ATTN__L - 1) / ATTN__L * ATTN__L;
+    int64_t lo = P->window ? pos - P->window + 1 - k0 : 0, hi = P->causal ? pos - k0 : n - 1;
+    lo = ATTN__MAX(lo, 0);
+    hi = ATTN__MIN(hi, (int64_t)n - 1);
+    *alpha = 1.0f;
+    if (lo > hi) {  /* nothing visible in this tile */
+        for (c = 0; c < n; c++) s[c] = 0.0f;
+        return;
+    }
+    ATTN__VF vlo = ATTN__VSET1((float)lo), vhi = ATTN__VSET1((float)hi), ninf = ATTN__VSET1(-INFINITY);
+    ATTN__VF vmax = ninf;
+    int masked = lo > 0 || hi < ncols - 1;
+    float slope = P->slopes ? P->slopes[h] : 0.0f;
+    for (c = 0; c < ncols; c += ATTN__L) {
+        ATTN__VF x = ATTN__VLOAD(s + c);
+        ATTN__VF col = ATTN__VADD(ATTN__VIOTA(), ATTN__VSET1((float)c));
+        if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
+        if (P->slopes) /* slope * (j - pos), j = k0 + col: exact integers in f32 up to 2^24 */
+            x = ATTN__VFMA(ATTN__VSET1(slope), ATTN__VADD(col, ATTN__VSET1((float)(k0 - pos))), x);
+        if (masked) x = ATTN__VIN_SELECT(col, vlo, vhi, x, ninf);
+        ATTN__VSTORE(s + c, x);
+        vmax = ATTN__VMAX(vmax, x);
+    }
+    float m_new = ATTN__MAX(*m, ATTN__VHMAX(vmax));
+    ATTN__VF vm = ATTN__VSET1(m_new), vsum = ATTN__VZERO();
+    for (c = 0; c < ncols; c += ATTN__L) {
+        ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + c), vm));
+        ATTN__VSTORE(s + c, e);
+        vsum = ATTN__VADD(vsum, e);
+    }
+    *alpha = attn__vexp__scalar(*m - m_new);  /* one scalar: the same in every ISA */
+    *l = *l * *alpha + ATTN__VHSUM(vsum);
+    *m = m_new;
+}
+
+/* Writes one finished row: out = O / l (0 when no key is visible), lse = m + log(l). */
+ATTN__PRIVATE void ATTN__FN(attn__finish_row)(const attn__prefill_plan *P, int64_t token, int h,
+                                              int has_keys, float m, float l,
+                                              float *ATTN_RESTRICT o) {
+    int D = P->D, d;
+    size_t osz = attn_dtype_size(P->out_dtype);
+    char *dst = P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz;
+    float inv = has_keys ? 1.0f / l : 0.0f;
+    ATTN__VF vinv = ATTN__VSET1(inv);
+    for (d = 0; d + ATTN__L <= D; d += ATTN__L) ATTN__VSTORE(o + d, ATTN__VMUL(ATTN__VLOAD(o + d), vinv));
+    for (; d < D; d++) o[d] *= inv;
+    ATTN__FN(attn__from_f32)(dst, P->out_dtype, o, D);
+    if (P->lse) P->lse[token * P->H + h] = has_keys ? m + logf(l) : -INFINITY;
+}
+
+/* One work item: (sequence, KV head, tile of query tokens), all G query heads of the KV head
+   together so each packed K/V tile serves G * tile_tokens rows. Row r = token * G + head. */
+ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int item, int thread) {
+    attn__prefill_scratch sc;
+    int seq = attn__find_seq(P->item_start, P->num_seqs, item);
+    int G = P->G, D = P->D, TT = P->tile_tokens;
+    int Dp = (D + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
+    int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
+    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
+    int g = (int)(local / tiles);
+    int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
+    int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
+    int rows_pad = (rows + ATTN__MR - 1) / ATTN__MR * ATTN__MR, r, c;
+    int64_t off = Lk - Lq, pmin = off + i0, pmax = off + i0 + mq - 1, k0, kbeg = 0, kend = Lk;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+
+    attn__prefill_scratch_layout(P->rows_cap, D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    for (r = 0; r < rows; r++) {
+        int64_t t = qs + i0 + r / G;
+        int h = g * G + r % G;
+        ATTN__FN(attn__to_f32)(sc.q + (size_t)r * D,
+                               P->q + (size_t)(t * P->q_stride + (int64_t)h * D) * qsz,
+                               P->q_dtype, D, P->q_mul);
+        sc.m[r] = P->sinks ? P->sinks[h] : -INFINITY;
+        sc.l[r] = P->sinks ? 1.0f : 0.0f;
+    }
+    for (r = rows; r < rows_pad; r++) {
+        for (c = 0; c < D; c++) sc.q[(size_t)r * D + c] = 0.0f;
+        sc.m[r] = -INFINITY;
+        sc.l[r] = 0.0f;
+    }
+    for (r = 0; r < rows_pad; r++) {
+        sc.a[r] = 1.0f;
+        for (c = 0; c < Dp; c++) sc.o[(size_t)r * Dp + c] = 0.0f;
+    }
+    if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
+    if (P->window) kbeg = ATTN__MAX((int64_t)0, pmin - P->window + 1);
+    for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
+        int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
+        int ncols = (n + ATTN__NR - 1) / ATTN__NR * ATTN__NR, rb, cb;
+        ATTN__FN(attn__pack_kv)(P, seq, g, (int)k0, n, ncols, Dp, sc.kt, sc.v, sc.krow);
+        for (rb = 0; rb < rows_pad; rb += ATTN__MR)
+            for (cb = 0; cb < ncols; cb += ATTN__NR)
+                ATTN__FN(attn__qk_micro)(sc.q + (size_t)rb * D, D, sc.kt + cb,
+                                         sc.s + (size_t)rb * ATTN__KEY_TILE + cb);
+        for (r = 0; r < rows; r++)
+            ATTN__FN(attn__softmax_row)(P, g * G + r % G, pmin + r / G, k0, n,
+                                        sc.s + (size_t)r * ATTN__KEY_TILE, &sc.m[r], &sc.l[r],
+                                        &sc.a[r]);
+        for (r = rows; r < rows_pad; r++)
+            for (c = 0; c < n; c++) sc.s[(size_t)r * ATTN__KEY_TILE + c] = 0.0f;
+        for (rb = 0; rb < rows_pad; rb += ATTN__MR)
+            for (cb = 0; cb < Dp; cb += ATTN__NR)
+                ATTN__FN(attn__pv_micro)(sc.s + (size_t)rb * ATTN__KEY_TILE, n, sc.v + cb, Dp,
+                                         sc.a + rb, sc.o + (size_t)rb * Dp + cb);
+    }
+    for (r = 0; r < rows; r++) {
+        int64_t pos = pmin + r / G;
+        int has_keys = Lk > 0 && (!P->causal || pos >= 0);
+        ATTN__FN(attn__finish_row)(P, qs + i0 + r / G, g * G + r % G, has_keys, sc.m[r], sc.l[r],
+                                   sc.o + (size_t)r * Dp);
+    }
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+static const attn__kernels ATTN__FN(attn__table) = {
+    ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item)};
+
+#undef ATTN__FN
+#undef ATTN__PASS_ISA
+#undef ATTN__VF
+#undef ATTN__L
+#undef ATTN__MR
+#undef ATTN__NV
+#undef ATTN__NR
+#undef ATTN__VZERO
+#undef ATTN__VSET1
+#undef ATTN__VLOAD
+#undef ATTN__VSTORE
+#undef ATTN__VADD
+#undef ATTN__VSUB
+#undef ATTN__VMUL
+#undef ATTN__VDIV
+#undef ATTN__VFMA
+#undef ATTN__VMAX
+#undef ATTN__VMIN
+#undef ATTN__VHSUM
+#undef ATTN__VHMAX
+#undef ATTN__VIOTA
+#undef ATTN__VLT_SELECT
+#undef ATTN__VIN_SELECT
+#undef ATTN__VEXP2I
+#undef ATTN__VLOAD_F16
+#undef ATTN__VLOAD_BF16
+#undef ATTN__VSTORE_F16
+#undef ATTN__VSTORE_BF16
+#undef ATTN__UNROLL
+#endif /* ATTN__KERNEL_PASS */
+
+/*
+---------------------------------------------------------------------------------------------------
+This software is available under 2 licenses -- choose whichever you prefer.
+---------------------------------------------------------------------------------------------------
+ALTERNATIVE A - MIT License
+Copyright (c) 2026 the attn.h authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+associated documentation files (the "Software"), to deal in the Software without restriction,
+including without limitation the rights to use, copy, modify, merge, publish, distribute,
+sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT
+NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT
+OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+---------------------------------------------------------------------------------------------------
+ALTERNATIVE B - Public Domain (www.unlicense.org)
+This is free and unencumbered software released into the public domain.
+Anyone is free to copy, modify, publish, use, compile, sell, or distribute this software, either in
+source code form or as a compiled binary, for any purpose, commercial or non-commercial, and by any
+means.
+In jurisdictions that recognize copyright laws, the author or authors of this software dedicate any
+and all copyright interest in the software to the public domain. We make this dedication for the
+benefit of the public at large and to the detriment of our heirs and successors. We intend this
+dedication to be an overt act of relinquishment in perpetuity of all present and future rights to
+this software under copyright law.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT
+NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY,
+WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE
+SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+---------------------------------------------------------------------------------------------------
+*/
