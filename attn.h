@@ -308,6 +308,342 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
                               const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                               int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes);
 
+/* ---------------------------------------------------------------------------------------------
+   [4] API: paged KV cache (one per layer) - vLLM's kv_cache tensor, reshape_and_cache,
+   swap_blocks and copy_blocks.
+
+   Layout: key and value are each [num_blocks][num_kv_heads][block_size][head_size] in the cache
+   dtype (token-major inside a block and head, vLLM's IPEX CPU view). The token at slot
+   s = block * block_size + offset has K(h, d) at key[((block*Hk + h)*block_size + offset)*D + d].
+   fp8 caches store RNE-saturate(x / scale) and read stored * scale (k_scale for key, v_scale
+   for value); other dtypes store x rounded to nearest even and have scales of exactly 1.
+
+   The fields are read-only after attn_kv_cache_init. A caller that wraps memory it already
+   has (e.g. a vLLM tensor) may fill the struct by hand: key and value non-NULL, each holding
+   num_blocks blocks, sizes as in attn_kv_cache_init, scales finite and > 0 (1 unless fp8).
+   Every function below checks the struct and returns ATTN_ERR_INVALID_ARG when it is not. */
+typedef struct attn_kv_cache {
+    void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each */
+    int num_blocks;        /* >= 1 */
+    int block_size;        /* tokens per block, >= 1 */
+    int num_kv_heads;      /* Hk >= 1 */
+    int head_size;         /* D, 1..ATTN_MAX_HEAD_SIZE */
+    attn_dtype dtype;      /* f32, f16, bf16, fp8 e4m3 or fp8 e5m2 */
+    float k_scale, v_scale;  /* read = stored * scale; 1 for non-fp8 dtypes */
+} attn_kv_cache;
+
+/* Bytes of caller memory attn_kv_cache_init needs for one layer:
+   2 * align64(num_blocks * block_size * num_kv_heads * head_size * dtype_size) + 64, the 64
+   being alignment slack so that any pointer (malloc's included) works.
+   Returns 0 for an invalid argument (a size < 1, head_size > ATTN_MAX_HEAD_SIZE, a bad dtype)
+   or when the size does not fit a size_t. Thread-safe (pure). */
+ATTNDEF size_t attn_kv_cache_bytes(int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                   attn_dtype dtype);
+
+/* Lays out one layer's cache in mem: key at the first 64-byte boundary of mem, value at the next
+   64-byte boundary after it. The memory's contents are not touched (blocks are undefined until
+   written, and the caller's first touch decides NUMA placement); only *cache is written.
+   k_scale / v_scale: fp8 dequantization scales, finite and > 0, or 0 meaning 1; for f32, f16
+   and bf16 they must be 1 (or 0), since those dtypes store values unscaled. The struct stores
+   1 for a 0.
+   Returns ATTN_ERR_INVALID_ARG (NULL cache or mem, a size < 1, head_size > ATTN_MAX_HEAD_SIZE,
+   bad dtype or scale, size overflow) or ATTN_ERR_WORKSPACE_TOO_SMALL (bytes below
+   attn_kv_cache_bytes); on error *cache is unchanged. Thread-safe for distinct caches. */
+ATTNDEF attn_status attn_kv_cache_init(attn_kv_cache *cache, int num_blocks, int block_size,
+                                       int num_kv_heads, int head_size, attn_dtype dtype,
+                                       float k_scale, float v_scale, void *mem, size_t bytes);
+
+/* vLLM's view of the cache tensor: shape = {2, num_blocks, block_size*num_kv_heads*head_size}
+   ([0] = key, [1] = value). A NULL cache gives {0, 0, 0}; a NULL shape does nothing. */
+ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]);
+
+/* Sizing helpers for a whole model (num_layers caches of the same shape). Pure, thread-safe;
+   each returns 0 for invalid arguments (sizes < 1, bad dtype, overflow).
+
+   attn_kv_block_bytes: payload bytes of ONE block id over the whole model, K and V of every
+   layer: num_layers * 2 * block_size * num_kv_heads * head_size * dtype_size (vLLM's
+   CacheEngine.get_cache_block_size; no alignment slack). */
+ATTNDEF size_t attn_kv_block_bytes(int num_layers, int block_size, int num_kv_heads,
+                                   int head_size, attn_dtype dtype);
+/* attn_kv_blocks_for_bytes: the largest num_blocks such that num_layers caches of
+   attn_kv_cache_bytes(num_blocks, ...) bytes each fit in `bytes` (slack included), capped at
+   2^31 - 1. 0 when not even one block fits. */
+ATTNDEF int attn_kv_blocks_for_bytes(size_t bytes, int num_layers, int block_size,
+                                     int num_kv_heads, int head_size, attn_dtype dtype);
+/* attn_kv_max_tokens: tokens that attn_kv_blocks_for_bytes(bytes, ...) blocks hold, i.e. the
+   longest single sequence that a byte budget holds: blocks * block_size. */
+ATTNDEF int64_t attn_kv_max_tokens(size_t bytes, int num_layers, int block_size, int num_kv_heads,
+                                   int head_size, attn_dtype dtype);
+/* attn_kv_blocks_for_tokens: blocks a sequence of `tokens` tokens occupies,
+   ceil(tokens / block_size); 0 for tokens <= 0 or block_size < 1. */
+ATTNDEF int64_t attn_kv_blocks_for_tokens(int64_t tokens, int block_size);
+/* attn_kv_tokens_for_blocks: token capacity of `blocks` blocks, blocks * block_size; 0 for
+   blocks <= 0, block_size < 1 or overflow. */
+ATTNDEF int64_t attn_kv_tokens_for_blocks(int64_t blocks, int block_size);
+
+/* Writes new tokens' keys and values into the cache (vLLM reshape_and_cache). For token t in
+   [0, num_tokens) with s = slot_mapping[t] != -1, block b = s / block_size, offset
+   o = s % block_size, and every KV head h and dim d:
+       K(b, h, o, d) = enc_k(key.data[t*key_stride + h*D + d])      (same for V with value)
+   enc rounds to the cache dtype to nearest even (fp8: RNE-saturate(x / k_scale)); when the
+   rows already have the cache dtype the row is copied bit for bit (NaN payloads included).
+   key and value: f32, f16 or bf16 rows (may differ) of num_kv_heads*head_size elements,
+   stride 0 = packed. slot -1 = padding, not written.
+   Duplicate slots (two tokens with the same slot): the LAST such token wins, deterministically,
+   for any thread count or pool (all writes to one block are made by one work item, in token
+   order), exactly as a serial loop over t would leave the cache.
+   Returns ATTN_ERR_INVALID_ARG (NULL or invalid cache, num_tokens < 0, NULL slot_mapping or
+   rows data with num_tokens > 0, a rows dtype that is not f32/f16/bf16, stride below
+   num_kv_heads*head_size, bad exec), ATTN_ERR_UNSUPPORTED (exec->isa not available) or
+   ATTN_ERR_OUT_OF_RANGE (a slot < -1 or >= num_blocks*block_size). All slots are checked
+   before anything is written: on error the cache is unchanged.
+   Threads: work items own disjoint sets of blocks, run on exec (NULL = defaults). Concurrent
+   calls are safe when they write different slots of one cache, or different caches. */
+ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows value,
+                                  const int64_t *slot_mapping, int num_tokens,
+                                  const attn_exec *exec);
+
+/* Copies whole blocks, key and value, from src to dst (vLLM swap_blocks, e.g. a device cache and
+   a host swap cache): for each pair i, block pairs[i][0] of src to block pairs[i][1] of dst, a
+   raw byte copy. pairs is int64 [n][2] (row-major, n rows), n >= 0.
+   src and dst must have the same block_size, num_kv_heads, head_size, dtype and scales
+   (num_blocks may differ) and be either the same cache (same key or value pointer) or
+   non-overlapping memory.
+   Rules, all checked before any byte is copied: every src id in [0, src->num_blocks) and dst id
+   in [0, dst->num_blocks) (else ATTN_ERR_OUT_OF_RANGE); no dst id twice; and when src and dst
+   are the same cache, no block is both a source and a destination, a self pair (a, a) included
+   (else ATTN_ERR_INVALID_ARG). So the result does not depend on the order of the pairs.
+   Returns ATTN_ERR_INVALID_ARG also for NULL/invalid caches, mismatched geometry, n < 0, or
+   NULL pairs with n > 0. On error dst is unchanged. Needs no scratch (the duplicate checks use
+   a fixed 8 KiB stack bitmap window). Runs on the calling thread. */
+ATTNDEF attn_status attn_swap_blocks(const attn_kv_cache *src, attn_kv_cache *dst,
+                                     const int64_t *pairs, int n);
+
+/* Copy-on-write for forked sequences (vLLM copy_blocks): for every layer l in [0, num_layers)
+   and pair i, copies block pairs[i][0] to block pairs[i][1] within caches[l], key and value.
+   All caches must be valid and share num_blocks (their head counts, sizes and dtypes may
+   differ). The pair rules are those of attn_swap_blocks within one cache: ids in
+   [0, num_blocks) (else ATTN_ERR_OUT_OF_RANGE), distinct destinations, no id both a source and
+   a destination (else ATTN_ERR_INVALID_ARG); num_layers < 0, n < 0, NULL caches/pairs with a
+   positive count, or a NULL/invalid cache: ATTN_ERR_INVALID_ARG. Checked before copying: on
+   error no cache changes. Runs on the calling thread. */
+ATTNDEF attn_status attn_copy_blocks(attn_kv_cache *const *caches, int num_layers,
+                                     const int64_t *pairs, int n);
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: block allocator (vLLM's block manager) on caller memory, with reference counts for
+   forked sequences and copy-on-write.
+
+   The pool hands out block ids in [0, num_blocks); a block is free while its refcount is 0.
+   Allocation and freeing are O(1) (a stack of free ids); nothing is allocated by the library.
+   Fields are read-only (refcount[b] may be read to inspect sharing).
+   Thread safety: none of the pool/sequence functions may run concurrently on the same pool
+   (the caller's scheduler serializes them, as vLLM's does); distinct pools are independent. */
+typedef struct attn_block_pool {
+    int32_t *refcount;     /* [num_blocks] sequences holding each block; 0 = free */
+    int32_t *free_ids;     /* [num_blocks] stack of free ids: free_ids[0 .. num_free) */
+    int num_blocks;        /* ids 0 .. num_blocks-1 */
+    int block_size;        /* tokens per block, for slots and block counts */
+    int num_free;          /* free blocks */
+} attn_block_pool;
+
+/* Bytes of caller memory a pool of num_blocks blocks needs (two int32 arrays, 64-byte aligned,
+   plus 64 bytes of alignment slack). 0 for num_blocks < 1 or overflow. */
+ATTNDEF size_t attn_block_pool_bytes(int num_blocks);
+
+/* Makes every block free; the first allocations return ids 0, 1, 2, ... in that order.
+   block_size is the cache's block size (a refinement of DESIGN.md section 5, which had no such
+   argument: the pool needs it to turn positions into slots and block counts).
+   Returns ATTN_ERR_INVALID_ARG (NULL pool or mem, num_blocks < 1, block_size < 1) or
+   ATTN_ERR_WORKSPACE_TOO_SMALL (bytes < attn_block_pool_bytes); on error *pool is unchanged. */
+ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, int block_size,
+                                         void *mem, size_t bytes);
+
+/* Free blocks, and blocks in use (num_blocks - free). 0 for a NULL pool. */
+ATTNDEF int attn_block_pool_free_count(const attn_block_pool *pool);
+ATTNDEF int attn_block_pool_used_count(const attn_block_pool *pool);
+
+/* One sequence's blocks. block_table is caller memory of max_blocks int32 entries; entries
+   [0, num_blocks) are the physical blocks of logical blocks 0, 1, ... (token p lives at slot
+   block_table[p / bs] * bs + p % bs), so a row of the kernels' block_tables matrix can serve
+   directly. Invariant kept by every function: num_blocks == ceil(len / block_size).
+   Fields other than block_table/max_blocks are read-only; change them only through the
+   functions below. */
+typedef struct attn_seq {
+    int32_t *block_table;  /* [max_blocks], caller-owned */
+    int max_blocks;        /* capacity of block_table */
+    int num_blocks;        /* blocks in use */
+    int64_t len;           /* tokens */
+} attn_seq;
+
+/* An empty sequence over a caller table: len = 0, num_blocks = 0.
+   ATTN_ERR_INVALID_ARG for a NULL seq, max_blocks < 0, or a NULL table with max_blocks > 0. */
+ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_blocks);
+
+/* Appends n_tokens tokens (positions len .. len+n_tokens-1) and writes each one's slot to
+   slots[0 .. n_tokens), allocating blocks as needed. Atomic: all or nothing.
+   Copy-on-write: when the last block is partially filled (len % bs != 0), is shared
+   (refcount > 1) and n_tokens > 0, a fresh block replaces it in the table, the pair
+   (old, fresh) is written to cow_pairs[0], *n_cow = 1, and the old block loses one reference.
+   The caller must then copy block old to block fresh in every layer (attn_copy_blocks with
+   these pairs) BEFORE writing the new tokens' K/V. At most one pair per call, so cow_pairs needs
+   room for 1 row; cow_pairs and n_cow may be NULL when the caller knows nothing is shared, and
+   if copy-on-write is needed while either is NULL the call fails with ATTN_ERR_INVALID_ARG.
+   On success *n_cow (when non-NULL) is 0 or 1.
+   Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, n_tokens < 0, NULL slots with
+   n_tokens > 0, a table entry that is not a live block id, missing cow buffers),
+   ATTN_ERR_OUT_OF_RANGE (the table cannot hold ceil((len + n_tokens) / bs) blocks, or the length
+   overflows) or ATTN_ERR_OUT_OF_BLOCKS (the pool has fewer free blocks than needed, the CoW
+   block included). The table check comes first. On any error seq, pool, slots, cow_pairs and
+   *n_cow are unchanged. */
+ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_tokens,
+                                    int64_t *slots, int64_t cow_pairs[][2], int *n_cow);
+
+/* Forks parent into child (beam search, parallel sampling, shared prefixes): child gets
+   parent's len and blocks, and every block gains one reference. child must be empty
+   (len 0, num_blocks 0: fresh from attn_seq_init or released) with its own table of
+   child->max_blocks entries. Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or parent, child
+   NULL, == parent, not empty, or sharing parent's table; a parent entry that is not a live
+   block id) or ATTN_ERR_OUT_OF_RANGE (child->max_blocks < parent->num_blocks, or a refcount
+   would overflow int32); on error nothing changes. */
+ATTNDEF attn_status attn_seq_fork(attn_block_pool *pool, const attn_seq *parent, attn_seq *child);
+
+/* Rolls a sequence back to its first new_len tokens (rejected speculative tokens, preemption):
+   blocks wholly past new_len lose a reference (freed at 0); len = new_len. Tokens between
+   new_len and the end of the kept last block are left as they are and will be overwritten (or
+   copied on write, if that block is shared) by the next append.
+   Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, new_len < 0 or > len, a dropped entry
+   that is not a live block id); on error nothing changes. */
+ATTNDEF attn_status attn_seq_truncate(attn_block_pool *pool, attn_seq *seq, int64_t new_len);
+
+/* Drops every reference the sequence holds (blocks reaching refcount 0 return to the pool);
+   len = 0, num_blocks = 0, the table memory stays the caller's. A NULL or invalid pool or seq
+   (or a table entry that is not a live block id) changes nothing. */
+ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq);
+
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: paged decode - PagedAttention.forward_decode (vLLM paged_attention_v1 / _v2).
+   One query token per sequence (q and out rows [num_seqs][H*D]); sequence s attends its
+   seq_lens[s] cached keys (the current token already written), token p read from block
+   block_tables[s * max_blocks_per_seq + p / block_size]. The query sits at position
+   seq_lens[s] - 1 (ALiBi, window). Keys are split into partitions of ATTN_PARTITION_TOKENS; each
+   (sequence, KV head, partition) is computed with the same arithmetic in v1 and v2 and merged in
+   partition order, so v1 == v2 bitwise: v1 runs one work item per (sequence, KV head), v2 one per
+   partition (long sequences keep every core busy). AUTO applies vLLM's rule: v1 when
+   max_seq_len <= 8192 and (one partition or num_seqs * H > 512), else v2. Slots at or past
+   seq_lens[s] and blocks wholly outside the sliding window are never read; seq_lens[s] == 0
+   gives out = 0, lse = -inf. lse: [num_seqs][H] or NULL.
+   Errors: ATTN_ERR_INVALID_ARG (NULLs, negative lengths, dtype or geometry mismatch between
+   params and cache), ATTN_ERR_OUT_OF_RANGE (a length the block table cannot hold, a block id
+   outside the cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_UNSUPPORTED (exec). */
+#define ATTN_PARTITION_TOKENS 512
+typedef enum attn_paged_version { ATTN_PAGED_AUTO = 0, ATTN_PAGED_V1, ATTN_PAGED_V2 } attn_paged_version;
+
+/* Workspace for attn_paged_decode with these arguments (0 when they are invalid). */
+ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
+                                                const attn_kv_cache *cache, const int32_t *seq_lens,
+                                                int num_seqs, attn_paged_version version);
+ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec *exec, attn_rows q,
+                                      attn_rows out, const attn_kv_cache *cache,
+                                      const int32_t *block_tables, int max_blocks_per_seq,
+                                      const int32_t *seq_lens, int num_seqs,
+                                      attn_paged_version version, float *lse, void *ws,
+                                      size_t ws_bytes);
+/* The version AUTO resolves to for these lengths (vLLM's rule); V1/V2 are returned as given. */
+ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
+                                                      const int32_t *seq_lens, int num_seqs,
+                                                      attn_paged_version version);
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: paged prefill - PagedAttention.forward_prefix (chunked prefill over a cached prefix).
+   Sequence s's new query tokens are rows [query_start_loc[s], query_start_loc[s+1]) of q; its
+   keys are all seq_lens[s] tokens in the paged cache (cached prefix + the new tokens, already
+   written). Query m is at position seq_lens[s] - Lq + m (bottom-right causal when causal).
+   Same options, dtypes, determinism and errors as attn_sdpa plus the block-table checks of
+   attn_paged_decode. The workspace does not depend on the lengths. */
+ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
+                                                 const attn_kv_cache *cache,
+                                                 const int32_t *query_start_loc,
+                                                 const int32_t *seq_lens, int num_seqs);
+ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exec *exec,
+                                       attn_rows q, attn_rows out, const attn_kv_cache *cache,
+                                       const int32_t *block_tables, int max_blocks_per_seq,
+                                       const int32_t *query_start_loc, const int32_t *seq_lens,
+                                       int num_seqs, int causal, float *lse, void *ws,
+                                       size_t ws_bytes);
+
+/* Merges two partial attention results over disjoint key sets (cascade / shared prefix /
+   split-KV): with w = exp(lse - max(lse_a, lse_b)), out = (out_a w_a + out_b w_b) / (w_a + w_b)
+   and lse = log(e^lse_a + e^lse_b); a side with lse = -inf contributes nothing, both -inf give
+   out = 0, lse = -inf. Rows are [num_tokens][num_heads*head_size] (any activation dtypes,
+   strides allowed); lse arrays [num_tokens][num_heads]; lse (output) may be NULL. out may alias
+   out_a or out_b (same dtype and stride). Partial results must come from calls without sinks
+   (a sink belongs to the full softmax once, not to each part). */
+ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_size,
+                                      attn_rows out_a, const float *lse_a, attn_rows out_b,
+                                      const float *lse_b, attn_rows out, float *lse);
+
+/* ---------------------------------------------------------------------------------------------
+   [4] API: the backend layer = vLLM AttentionBackend + AttentionMetadata + AttentionImpl.forward.
+   attn_forward does, in order: (1) write the new K/V to the cache (DECODER / ENCODER_ONLY:
+   slot_mapping; ENCODER_DECODER: cross_slot_mapping when key/value are given; ENCODER: never);
+   (2) the prefills: plain SDPA over the new rows when context_lens is NULL, else paged prefill
+   over the cached prefix; (3) the decodes: paged decode (cross: over cross_block_tables and
+   encoder_seq_lens). Output rows follow the batch: prefill tokens, then one row per decode.
+   Steps (2) and (3) run as ONE parallel region over fixed work items (decodes use the v1
+   schedule, which equals v2 bitwise). Everything is validated before anything is written. */
+typedef enum attn_backend {
+    ATTN_BACKEND_SDPA = 0,  /* our SIMD kernels (vLLM TorchSDPA / xFormers) */
+    ATTN_BACKEND_IPEX       /* prefill GEMMs on oneDNN (needs ATTN_USE_ONEDNN) */
+} attn_backend;
+ATTNDEF const char *attn_backend_name(attn_backend backend);  /* "SDPA", "IPEX"; never NULL */
+
+typedef struct attn_metadata {
+    int num_prefills;                  /* prefill sequences (first in the batch) */
+    int num_prefill_tokens;            /* their query tokens */
+    int num_decode_tokens;             /* decode sequences, one query token each, after them */
+    const int64_t *slot_mapping;       /* [prefill + decode tokens] cache slot per token, -1 =
+                                          skip; NULL = write nothing (profiling run) */
+    const int32_t *seq_lens;           /* [num_prefills + num_decode_tokens] keys per sequence,
+                                          cached + new; needed with a cache */
+    const int32_t *query_start_loc;    /* [num_prefills + 1] prefill token offsets, from 0 */
+    const int32_t *context_lens;       /* [num_prefills] cached tokens before each chunk, or NULL
+                                          for plain prefill (no prefix) */
+    const int32_t *block_tables;       /* [sequences][max_blocks_per_seq] */
+    int max_blocks_per_seq;
+    const int32_t *encoder_seq_lens;   /* [sequences] encoder tokens of each sequence */
+    const int32_t *encoder_start_loc;  /* [num_prefills + 1] offsets into the encoder rows */
+    int num_encoder_tokens;
+    const int64_t *cross_slot_mapping; /* [num_encoder_tokens] where cross K/V are written */
+    const int32_t *cross_block_tables; /* [sequences][max_cross_blocks_per_seq] */
+    int max_cross_blocks_per_seq;
+} attn_metadata;
+
+typedef struct attn_layer {
+    attn_params params;
+    attn_type type;
+    attn_backend backend;
+} attn_layer;
+
+/* Checks params, type and backend (ATTN_BACKEND_IPEX without ATTN_USE_ONEDNN:
+   ATTN_ERR_UNSUPPORTED) and fills layer. */
+ATTNDEF attn_status attn_layer_init(attn_layer *layer, const attn_params *params, attn_type type,
+                                    attn_backend backend);
+/* Workspace for attn_forward with this metadata (0 when it is invalid). */
+ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_metadata *md,
+                                           const attn_exec *exec);
+/* query: [prefill + decode tokens] rows (ENCODER: [num_encoder_tokens]); key/value: the new
+   tokens' rows - the same tokens as query for self-attention, the encoder tokens for
+   ENCODER_DECODER prefill (data NULL = already cached); cache: NULL only for ENCODER and
+   cache-less ENCODER_ONLY. Errors as the kernels, plus ATTN_ERR_INVALID_ARG for missing
+   encoder / cross metadata, decode metadata for ENCODER or ENCODER_ONLY, a prefix for
+   ENCODER_ONLY, and seq_lens != context_lens + query length. */
+ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec, attn_rows query,
+                                 attn_rows key, attn_rows value, attn_kv_cache *cache,
+                                 const attn_metadata *md, attn_rows out, void *ws,
+                                 size_t ws_bytes);
+
 #ifdef __cplusplus
 }
 #endif
@@ -623,7 +959,8 @@ ATTNDEF uint16_t attn_f32_to_f16(float x) {
 
 ATTNDEF float attn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 31) return attn__bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 31) /* inf, or NaN made quiet with its payload kept (as F16C does) */
+        return attn__bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
     if (e == 0) {
         float v = (float)m * (1.0f / 16777216.0f);  /* m * 2^-24, exact */
         return sign ? -v : v;
@@ -784,6 +1121,50 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
     return lo;
 }
 
+/* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
+   heads its max logit m, denominator l and unnormalised output o[D]. */
+#define ATTN__DECODE_CHUNK 16    /* tokens converted to f32 at a time (never crossing a block) */
+#define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+
+typedef struct attn__decode_plan {
+    int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
+    int window;
+    float q_mul, cap;
+    const float *slopes, *sinks;
+    const char *q; attn_dtype q_dtype; int64_t q_stride;
+    char *out; attn_dtype out_dtype; int64_t out_stride;
+    float *lse;
+    const char *key_cache, *value_cache;
+    attn_dtype kv_dtype; float k_scale, v_scale;
+    int block_size, max_blocks;
+    const int32_t *block_tables, *seq_lens;
+    int num_seqs;
+    const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
+    float *partials;             /* [partitions][Hk][G * (2 + D)] */
+    char *scratch; size_t scratch_bytes;
+} attn__decode_plan;
+
+typedef struct attn__decode_scratch {
+    float *q;       /* [G4][Dv] pre-scaled queries (padded heads are 0) */
+    float *p;       /* [G4][PARTITION] logits, then probabilities */
+    float *o;       /* [G4][Dv] output accumulators */
+    float *tile;    /* [DECODE_CHUNK][Dv] dequantized K or V rows */
+} attn__decode_scratch;
+
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int G4, int Dv, char *base, attn__decode_scratch *s) {
+    char *c = base;
+    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
+    float *p = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * ATTN_PARTITION_TOKENS);
+    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
+    float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
+    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
+    return (size_t)(c - base);
+}
+
+ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t part, int g) {
+    return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
+}
+
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
@@ -792,6 +1173,9 @@ typedef struct attn__kernels {
     /* dst[i] = src[i] rounded to dt (f32, f16, bf16) */
     void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
     void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
+    /* one decode partition's partial results; then the ordered merge of a sequence's partials */
+    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g, int part, int thread);
+    void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
 } attn__kernels;
 
 #define ATTN__ISA_SCALAR_PASS 1
@@ -1120,6 +1504,44 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
 }
 
+/* Validates and fills a prefill plan that reads keys from rows (attn_sdpa, attn_forward). */
+ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_params *params,
+                                          const attn_exec *exec, attn_rows q, attn_rows k,
+                                          attn_rows v, attn_rows out, const int32_t *cu_q,
+                                          const int32_t *cu_k, int num_seqs, int causal, float *lse,
+                                          char *ws, size_t ws_bytes, int64_t *items) {
+    int64_t *item_start = NULL;
+    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__offsets_check(cu_q, num_seqs));
+    ATTN__TRY(attn__offsets_check(cu_k, num_seqs));
+    int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
+    int64_t Tq = cu_q[num_seqs], Tk = cu_k[num_seqs];
+    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, Tq));
+    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, Tq));
+    ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
+    ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
+    ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
+    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    memset(P, 0, sizeof *P);
+    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
+                            &P->scratch_bytes);
+    P->item_start = item_start;
+    *items = attn__prefill_plan_init(P, params, cu_q, num_seqs, causal);
+    ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
+    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
+    P->out = (char *)out.data; P->out_dtype = out.dtype;
+    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
+    P->lse = lse;
+    P->source = ATTN__KV_ROWS;
+    P->k = (const char *)k.data; P->v = (const char *)v.data; P->kv_dtype = k.dtype;
+    P->k_stride = k.stride ? k.stride : (int64_t)Hk * D;
+    P->v_stride = v.stride ? v.stride : (int64_t)Hk * D;
+    P->k_start = cu_k;
+    P->k_scale = P->v_scale = 1.0f;
+    return ATTN_OK;
+}
+
 ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, attn_rows q,
                               attn_rows k, attn_rows v, attn_rows out,
                               const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
@@ -1127,41 +1549,925 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     const attn__kernels *kern;
     attn__prefill_plan P;
     attn__prefill_run run;
-    int64_t *item_start = NULL, items;
+    int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
-    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__offsets_check(cu_seqlens_q, num_seqs));
-    ATTN__TRY(attn__offsets_check(cu_seqlens_k, num_seqs));
-    int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
-    int64_t Tq = cu_seqlens_q[num_seqs], Tk = cu_seqlens_k[num_seqs];
-    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, Tq));
-    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, Tq));
-    ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
-    ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
-    ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
-    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL,
-                                          NULL, NULL);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-
-    memset(&P, 0, sizeof P);
-    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, (char *)ws, &item_start,
-                            &P.scratch, &P.scratch_bytes);
-    P.item_start = item_start;
-    items = attn__prefill_plan_init(&P, params, cu_seqlens_q, num_seqs, causal);
-    ATTN__CHECK(items >= 0, ATTN_ERR_INVALID_ARG);
-    P.q = (const char *)q.data; P.q_dtype = q.dtype; P.q_stride = q.stride ? q.stride : (int64_t)H * D;
-    P.out = (char *)out.data; P.out_dtype = out.dtype;
-    P.out_stride = out.stride ? out.stride : (int64_t)H * D;
-    P.lse = lse;
-    P.source = ATTN__KV_ROWS;
-    P.k = (const char *)k.data; P.v = (const char *)v.data; P.kv_dtype = k.dtype;
-    P.k_stride = k.stride ? k.stride : (int64_t)Hk * D;
-    P.v_stride = v.stride ? v.stride : (int64_t)Hk * D;
-    P.k_start = cu_seqlens_k;
-    P.k_scale = P.v_scale = 1.0f;
+    ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
+                              causal, lse, (char *)ws, ws_bytes, &items));
     run.plan = &P; run.k = kern;
     attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Paged KV cache: sizes, layout, write, swap/copy. */
+#define ATTN__SIZE_MAX ((size_t)-1)
+#define ATTN__INT_MAX 0x7fffffff
+#define ATTN__INT64_MAX ((int64_t)0x7fffffffffffffffLL)
+
+/* *out = a * b; 0 when it overflows a size_t. */
+ATTN__PRIVATE int attn__mul_size(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > ATTN__SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Bytes of one block of the key (or the value) array, or 0 for an invalid shape or overflow. */
+ATTN__PRIVATE size_t attn__kv_block_half_bytes(int block_size, int num_kv_heads, int head_size,
+                                               attn_dtype dtype) {
+    size_t esz = attn_dtype_size(dtype), n;
+    if (!esz || block_size < 1 || num_kv_heads < 1 || head_size < 1 ||
+        head_size > ATTN_MAX_HEAD_SIZE)
+        return 0;
+    if (!attn__mul_size((size_t)block_size, (size_t)num_kv_heads, &n)) return 0;
+    if (!attn__mul_size(n, (size_t)head_size * esz, &n)) return 0;
+    return n;
+}
+
+/* Bytes of one whole key (or value) array, or 0. Kept below SIZE_MAX/2 minus slack so that the
+   total of attn_kv_cache_bytes cannot wrap. */
+ATTN__PRIVATE size_t attn__kv_array_bytes(int num_blocks, int block_size, int num_kv_heads,
+                                          int head_size, attn_dtype dtype) {
+    size_t half = attn__kv_block_half_bytes(block_size, num_kv_heads, head_size, dtype), n;
+    if (!half || num_blocks < 1 || !attn__mul_size(half, (size_t)num_blocks, &n)) return 0;
+    return n <= (ATTN__SIZE_MAX - 4 * ATTN__ALIGN) / 2 ? n : 0;
+}
+
+ATTNDEF size_t attn_kv_cache_bytes(int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                   attn_dtype dtype) {
+    size_t n = attn__kv_array_bytes(num_blocks, block_size, num_kv_heads, head_size, dtype);
+    return n ? ATTN__ALIGN + 2 * attn__align_up(n) : 0;
+}
+
+/* A valid scale as given to init: finite, >= 0 (0 = 1), and 1 unless the dtype is fp8. */
+ATTN__PRIVATE int attn__kv_scale_ok(attn_dtype dtype, float scale) {
+    if (!isfinite(scale) || scale < 0.0f) return 0;
+    return attn__is_fp8(dtype) || scale == 0.0f || scale == 1.0f;
+}
+
+ATTNDEF attn_status attn_kv_cache_init(attn_kv_cache *cache, int num_blocks, int block_size,
+                                       int num_kv_heads, int head_size, attn_dtype dtype,
+                                       float k_scale, float v_scale, void *mem, size_t bytes) {
+    size_t n = attn__kv_array_bytes(num_blocks, block_size, num_kv_heads, head_size, dtype);
+    ATTN__CHECK(cache != NULL && mem != NULL && n != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn__kv_scale_ok(dtype, k_scale) && attn__kv_scale_ok(dtype, v_scale),
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(bytes >= ATTN__ALIGN + 2 * attn__align_up(n), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+    cache->key = base;
+    cache->value = base + attn__align_up(n);
+    cache->num_blocks = num_blocks;
+    cache->block_size = block_size;
+    cache->num_kv_heads = num_kv_heads;
+    cache->head_size = head_size;
+    cache->dtype = dtype;
+    cache->k_scale = k_scale == 0.0f ? 1.0f : k_scale;
+    cache->v_scale = v_scale == 0.0f ? 1.0f : v_scale;
+    return ATTN_OK;
+}
+
+/* Is this a usable cache struct? (init's rules, with scales already resolved: > 0.) */
+ATTN__PRIVATE int attn__kv_cache_ok(const attn_kv_cache *c) {
+    return c != NULL && c->key != NULL && c->value != NULL &&
+           attn__kv_array_bytes(c->num_blocks, c->block_size, c->num_kv_heads, c->head_size,
+                                c->dtype) != 0 &&
+           c->k_scale > 0.0f && c->v_scale > 0.0f && attn__kv_scale_ok(c->dtype, c->k_scale) &&
+           attn__kv_scale_ok(c->dtype, c->v_scale);
+}
+
+ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]) {
+    if (!shape) return;
+    shape[0] = cache ? 2 : 0;
+    shape[1] = cache ? cache->num_blocks : 0;
+    shape[2] = cache ? (int64_t)cache->block_size * cache->num_kv_heads * cache->head_size : 0;
+}
+
+/* ---- sizing helpers ---- */
+ATTNDEF size_t attn_kv_block_bytes(int num_layers, int block_size, int num_kv_heads,
+                                   int head_size, attn_dtype dtype) {
+    size_t half = attn__kv_block_half_bytes(block_size, num_kv_heads, head_size, dtype), n;
+    if (!half || num_layers < 1 || !attn__mul_size(half, 2, &n) ||
+        !attn__mul_size(n, (size_t)num_layers, &n))
+        return 0;
+    return n;
+}
+
+ATTNDEF int attn_kv_blocks_for_bytes(size_t bytes, int num_layers, int block_size,
+                                     int num_kv_heads, int head_size, attn_dtype dtype) {
+    size_t half = attn__kv_block_half_bytes(block_size, num_kv_heads, head_size, dtype);
+    if (!half || num_layers < 1) return 0;
+    /* Per layer: ALIGN + 2*align_up(nb*half) <= bytes/num_layers. With q the room for one array
+       rounded down to the alignment, align_up(x) <= q exactly when x <= q, so nb = q / half.
+       q is also kept within the largest array attn_kv_cache_bytes accepts. */
+    size_t per_layer = bytes / (size_t)num_layers;
+    if (per_layer < ATTN__ALIGN) return 0;
+    size_t q = ATTN__MIN((per_layer - ATTN__ALIGN) / 2, (ATTN__SIZE_MAX - 4 * ATTN__ALIGN) / 2);
+    size_t nb = q / ATTN__ALIGN * ATTN__ALIGN / half;
+    return nb > ATTN__INT_MAX ? ATTN__INT_MAX : (int)nb;
+}
+
+ATTNDEF int64_t attn_kv_max_tokens(size_t bytes, int num_layers, int block_size, int num_kv_heads,
+                                   int head_size, attn_dtype dtype) {
+    int nb = attn_kv_blocks_for_bytes(bytes, num_layers, block_size, num_kv_heads, head_size, dtype);
+    return (int64_t)nb * block_size;  /* < 2^62: no overflow */
+}
+
+ATTNDEF int64_t attn_kv_blocks_for_tokens(int64_t tokens, int block_size) {
+    if (tokens <= 0 || block_size < 1) return 0;
+    return tokens / block_size + (tokens % block_size != 0);  /* no tokens + bs - 1 overflow */
+}
+
+ATTNDEF int64_t attn_kv_tokens_for_blocks(int64_t blocks, int block_size) {
+    if (blocks <= 0 || block_size < 1 || blocks > ATTN__INT64_MAX / block_size) return 0;
+    return blocks * block_size;
+}
+
+/* ---- attn_write_kv (reshape_and_cache) ---- */
+typedef struct attn__write_kv_ctx {
+    const attn_kv_cache *cache;
+    const attn__kernels *kern;
+    attn_rows key, value;          /* strides resolved (never 0) */
+    const int64_t *slots;
+    int num_tokens, num_items;
+} attn__write_kv_ctx;
+
+/* One head row of D elements into the cache dtype. Same dtype: a byte copy, so f32 -> f32 is
+   bit-exact (NaN payloads too). fp8 divides by the scale first (stored = enc(x / scale)). */
+ATTN__PRIVATE void attn__write_kv_row(const attn__kernels *kern, void *dst, attn_dtype cdt,
+                                      float scale, const void *src, attn_dtype sdt, int D) {
+    float buf[ATTN_MAX_HEAD_SIZE];
+    const float *x = (const float *)src;
+    if (sdt == cdt) {
+        memcpy(dst, src, (size_t)D * attn_dtype_size(cdt));
+        return;
+    }
+    if (sdt != ATTN_F32) {
+        kern->to_f32(buf, src, sdt, D, 1.0f);
+        x = buf;
+    }
+    if (attn__is_fp8(cdt)) {
+        for (int d = 0; d < D; d++) attn__store_f32(dst, cdt, (size_t)d, x[d] / scale);
+    } else {
+        kern->from_f32(dst, cdt, x, D);
+    }
+}
+
+/* Item k writes the tokens whose block b has b % num_items == k, in token order. Every write to
+   a block therefore comes from one item, so duplicate slots resolve to the last token no matter
+   how many threads run the items or in which order: the result equals the serial loop's. */
+ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
+    const attn__write_kv_ctx *w = (const attn__write_kv_ctx *)ctx;
+    const attn_kv_cache *c = w->cache;
+    int Hk = c->num_kv_heads, D = c->head_size, bs = c->block_size;
+    size_t cesz = attn_dtype_size(c->dtype);
+    size_t kesz = attn_dtype_size(w->key.dtype), vesz = attn_dtype_size(w->value.dtype);
+    (void)thread;
+    for (int t = 0; t < w->num_tokens; t++) {
+        int64_t s = w->slots[t];
+        if (s < 0) continue;  /* -1 = padding; never derive a block from it */
+        int64_t blk = s / bs, off = s % bs;
+        if (blk % w->num_items != item) continue;
+        for (int h = 0; h < Hk; h++) {
+            size_t at = (size_t)(((blk * Hk + h) * bs + off) * D) * cesz;
+            size_t kat = (size_t)(t * w->key.stride + (int64_t)h * D) * kesz;
+            size_t vat = (size_t)(t * w->value.stride + (int64_t)h * D) * vesz;
+            attn__write_kv_row(w->kern, (char *)c->key + at, c->dtype, c->k_scale,
+                               (const char *)w->key.data + kat, w->key.dtype, D);
+            attn__write_kv_row(w->kern, (char *)c->value + at, c->dtype, c->v_scale,
+                               (const char *)w->value.data + vat, w->value.dtype, D);
+        }
+    }
+}
+
+ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows value,
+                                  const int64_t *slot_mapping, int num_tokens,
+                                  const attn_exec *exec) {
+    const attn__kernels *kern;
+    attn__write_kv_ctx w;
+    ATTN__CHECK(attn__kv_cache_ok(cache), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(num_tokens >= 0 && (num_tokens == 0 || slot_mapping), ATTN_ERR_INVALID_ARG);
+    int64_t width = (int64_t)cache->num_kv_heads * cache->head_size;
+    ATTN__TRY(attn__rows_check(key, width, num_tokens));
+    ATTN__TRY(attn__rows_check(value, width, num_tokens));
+    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    int64_t num_slots = (int64_t)cache->num_blocks * cache->block_size;
+    for (int t = 0; t < num_tokens; t++)
+        ATTN__CHECK(slot_mapping[t] >= -1 && slot_mapping[t] < num_slots, ATTN_ERR_OUT_OF_RANGE);
+    if (num_tokens == 0) return ATTN_OK;
+
+    w.cache = cache;
+    w.kern = kern;
+    w.key = key;
+    w.value = value;
+    if (!w.key.stride) w.key.stride = width;
+    if (!w.value.stride) w.value.stride = width;
+    w.slots = slot_mapping;
+    w.num_tokens = num_tokens;
+    /* One item per thread (each scans the slot list once); the result does not depend on it. */
+    w.num_items = ATTN__MAX(1, ATTN__MIN(ATTN__MIN(attn_exec_threads(exec), num_tokens), 1024));
+    attn__run_items(exec, w.num_items, attn__write_kv_task, &w);
+    return ATTN_OK;
+}
+
+/* ---- swap / copy ---- */
+
+/* Block ids per pass of the conflict check: two 4 KiB bitmaps on the stack. */
+#define ATTN__ID_WINDOW 32768
+
+/* 1 when pairs (already range-checked) conflict: a destination twice, or - in one cache - a
+   block that is both a source and a destination. Destinations are scanned in windows of
+   ATTN__ID_WINDOW ids, jumping to the next used window, so no allocation is needed and the cost
+   is O(n * windows touched). */
+ATTN__PRIVATE int attn__pairs_conflict(const int64_t *pairs, int n, int same_cache) {
+    uint32_t dst_bits[ATTN__ID_WINDOW / 32], src_bits[ATTN__ID_WINDOW / 32];
+    int64_t base = ATTN__INT64_MAX;
+    int i;
+    for (i = 0; i < n; i++) base = ATTN__MIN(base, pairs[2 * i + 1]);
+    while (base != ATTN__INT64_MAX) {
+        int64_t next = ATTN__INT64_MAX;
+        memset(dst_bits, 0, sizeof dst_bits);
+        memset(src_bits, 0, sizeof src_bits);
+        for (i = 0; i < n; i++) {
+            int64_t d = pairs[2 * i + 1] - base;
+            if (d >= ATTN__ID_WINDOW) next = ATTN__MIN(next, pairs[2 * i + 1]);
+            if (d < 0 || d >= ATTN__ID_WINDOW) continue;
+            if (dst_bits[d >> 5] & (1u << (d & 31))) return 1;
+            dst_bits[d >> 5] |= 1u << (d & 31);
+        }
+        if (same_cache) {
+            for (i = 0; i < n; i++) {
+                int64_t s = pairs[2 * i] - base;
+                if (s >= 0 && s < ATTN__ID_WINDOW) src_bits[s >> 5] |= 1u << (s & 31);
+            }
+            for (i = 0; i < ATTN__ID_WINDOW / 32; i++)
+                if (dst_bits[i] & src_bits[i]) return 1;
+        }
+        base = next;
+    }
+    return 0;
+}
+
+/* Range, then conflicts: ATTN_ERR_OUT_OF_RANGE before ATTN_ERR_INVALID_ARG for the pair rules. */
+ATTN__PRIVATE attn_status attn__pairs_check(const int64_t *pairs, int n, int64_t src_blocks,
+                                            int64_t dst_blocks, int same_cache) {
+    ATTN__CHECK(n >= 0 && (n == 0 || pairs != NULL), ATTN_ERR_INVALID_ARG);
+    for (int i = 0; i < n; i++) {
+        int64_t a = pairs[2 * i], b = pairs[2 * i + 1];
+        ATTN__CHECK(a >= 0 && a < src_blocks && b >= 0 && b < dst_blocks, ATTN_ERR_OUT_OF_RANGE);
+    }
+    ATTN__CHECK(!attn__pairs_conflict(pairs, n, same_cache), ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* Block a of src to block b of dst, key and value (validated: never overlapping). */
+ATTN__PRIVATE void attn__copy_block(const attn_kv_cache *src, attn_kv_cache *dst, int64_t a,
+                                    int64_t b) {
+    size_t bb = attn__kv_block_half_bytes(src->block_size, src->num_kv_heads, src->head_size,
+                                          src->dtype);
+    memcpy((char *)dst->key + (size_t)b * bb, (const char *)src->key + (size_t)a * bb, bb);
+    memcpy((char *)dst->value + (size_t)b * bb, (const char *)src->value + (size_t)a * bb, bb);
+}
+
+ATTNDEF attn_status attn_swap_blocks(const attn_kv_cache *src, attn_kv_cache *dst,
+                                     const int64_t *pairs, int n) {
+    ATTN__CHECK(attn__kv_cache_ok(src) && attn__kv_cache_ok(dst), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(src->block_size == dst->block_size && src->num_kv_heads == dst->num_kv_heads &&
+                    src->head_size == dst->head_size && src->dtype == dst->dtype,
+                ATTN_ERR_INVALID_ARG);
+    /* a byte copy between different scales would silently change the values */
+    ATTN__CHECK(src->k_scale == dst->k_scale && src->v_scale == dst->v_scale, ATTN_ERR_INVALID_ARG);
+    int same = src == dst || src->key == dst->key || src->value == dst->value;
+    ATTN__TRY(attn__pairs_check(pairs, n, src->num_blocks, dst->num_blocks, same));
+    for (int i = 0; i < n; i++) attn__copy_block(src, dst, pairs[2 * i], pairs[2 * i + 1]);
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_copy_blocks(attn_kv_cache *const *caches, int num_layers,
+                                     const int64_t *pairs, int n) {
+    ATTN__CHECK(num_layers >= 0 && (num_layers == 0 || caches != NULL), ATTN_ERR_INVALID_ARG);
+    for (int l = 0; l < num_layers; l++) {
+        ATTN__CHECK(attn__kv_cache_ok(caches[l]), ATTN_ERR_INVALID_ARG);
+        ATTN__CHECK(caches[l]->num_blocks == caches[0]->num_blocks, ATTN_ERR_INVALID_ARG);
+    }
+    int64_t nb = num_layers ? caches[0]->num_blocks : ATTN__INT64_MAX;
+    ATTN__TRY(attn__pairs_check(pairs, n, nb, nb, 1));
+    for (int l = 0; l < num_layers; l++)
+        for (int i = 0; i < n; i++)
+            attn__copy_block(caches[l], caches[l], pairs[2 * i], pairs[2 * i + 1]);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Block pool and sequences. Every mutating function validates everything first and then
+   commits, so an error leaves the pool and the sequence byte for byte as they were. */
+ATTNDEF size_t attn_block_pool_bytes(int num_blocks) {
+    if (num_blocks < 1 || (size_t)num_blocks > (ATTN__SIZE_MAX - 4 * ATTN__ALIGN) / 8) return 0;
+    return ATTN__ALIGN + 2 * attn__align_up(sizeof(int32_t) * (size_t)num_blocks);
+}
+
+ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, int block_size,
+                                         void *mem, size_t bytes) {
+    size_t need = attn_block_pool_bytes(num_blocks);
+    ATTN__CHECK(pool != NULL && mem != NULL && need != 0 && block_size >= 1, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+    pool->refcount = (int32_t *)(void *)base;
+    pool->free_ids = (int32_t *)(void *)(base + attn__align_up(sizeof(int32_t) * (size_t)num_blocks));
+    pool->num_blocks = num_blocks;
+    pool->block_size = block_size;
+    pool->num_free = num_blocks;
+    for (int i = 0; i < num_blocks; i++) {
+        pool->refcount[i] = 0;
+        pool->free_ids[i] = num_blocks - 1 - i;  /* popped from the top: 0 comes out first */
+    }
+    return ATTN_OK;
+}
+
+ATTNDEF int attn_block_pool_free_count(const attn_block_pool *pool) {
+    return pool ? pool->num_free : 0;
+}
+
+ATTNDEF int attn_block_pool_used_count(const attn_block_pool *pool) {
+    return pool ? pool->num_blocks - pool->num_free : 0;
+}
+
+ATTN__PRIVATE int attn__pool_ok(const attn_block_pool *p) {
+    return p != NULL && p->refcount != NULL && p->free_ids != NULL && p->num_blocks >= 1 &&
+           p->block_size >= 1 && p->num_free >= 0 && p->num_free <= p->num_blocks;
+}
+
+/* The sequence's own fields agree with each other and with the pool's block size. */
+ATTN__PRIVATE int attn__seq_ok(const attn_block_pool *p, const attn_seq *s) {
+    return s != NULL && s->max_blocks >= 0 && (s->max_blocks == 0 || s->block_table != NULL) &&
+           s->num_blocks >= 0 && s->num_blocks <= s->max_blocks && s->len >= 0 &&
+           s->num_blocks == attn_kv_blocks_for_tokens(s->len, p->block_size);
+}
+
+/* Entries [from, to) of the table are ids of blocks that are in use. */
+ATTN__PRIVATE int attn__seq_ids_live(const attn_block_pool *p, const attn_seq *s, int from, int to) {
+    for (int i = from; i < to; i++) {
+        int32_t b = s->block_table[i];
+        if (b < 0 || b >= p->num_blocks || p->refcount[b] <= 0) return 0;
+    }
+    return 1;
+}
+
+ATTN__PRIVATE int32_t attn__pool_pop(attn_block_pool *p) {
+    int32_t b = p->free_ids[--p->num_free];
+    p->refcount[b] = 1;
+    return b;
+}
+
+/* One reference less; the block returns to the free stack at 0. A count already at 0 (a table
+   that lists a block twice) is left alone, so a block is never pushed twice. */
+ATTN__PRIVATE void attn__pool_drop(attn_block_pool *p, int32_t b) {
+    if (p->refcount[b] > 0 && --p->refcount[b] == 0) p->free_ids[p->num_free++] = b;
+}
+
+ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_blocks) {
+    ATTN__CHECK(seq != NULL && max_blocks >= 0 && (max_blocks == 0 || block_table),
+                ATTN_ERR_INVALID_ARG);
+    seq->block_table = block_table;
+    seq->max_blocks = max_blocks;
+    seq->num_blocks = 0;
+    seq->len = 0;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_tokens,
+                                    int64_t *slots, int64_t cow_pairs[][2], int *n_cow) {
+    ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, seq), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(n_tokens >= 0 && (n_tokens == 0 || slots != NULL), ATTN_ERR_INVALID_ARG);
+    int bs = pool->block_size, last = seq->num_blocks - 1;
+    /* only a partially filled last block receives new tokens in place */
+    int partial = n_tokens > 0 && seq->len % bs != 0;
+    ATTN__CHECK(!partial || attn__seq_ids_live(pool, seq, last, last + 1), ATTN_ERR_INVALID_ARG);
+    int cow = partial && pool->refcount[seq->block_table[last]] > 1;
+    ATTN__CHECK(!cow || (cow_pairs != NULL && n_cow != NULL), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(seq->len <= ATTN__INT64_MAX - n_tokens, ATTN_ERR_OUT_OF_RANGE);
+    int64_t new_len = seq->len + n_tokens;
+    int64_t new_blocks = attn_kv_blocks_for_tokens(new_len, bs);
+    ATTN__CHECK(new_blocks <= seq->max_blocks, ATTN_ERR_OUT_OF_RANGE);
+    ATTN__CHECK(new_blocks - seq->num_blocks + cow <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS);
+
+    if (n_cow) *n_cow = 0;
+    if (cow) {
+        int32_t old = seq->block_table[last], fresh = attn__pool_pop(pool);
+        cow_pairs[0][0] = old;
+        cow_pairs[0][1] = fresh;
+        *n_cow = 1;
+        seq->block_table[last] = fresh;
+        attn__pool_drop(pool, old);  /* it was shared, so it stays allocated */
+    }
+    while (seq->num_blocks < new_blocks) seq->block_table[seq->num_blocks++] = attn__pool_pop(pool);
+    for (int i = 0; i < n_tokens; i++) {
+        int64_t p = seq->len + i;
+        slots[i] = (int64_t)seq->block_table[p / bs] * bs + p % bs;
+    }
+    seq->len = new_len;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_seq_fork(attn_block_pool *pool, const attn_seq *parent, attn_seq *child) {
+    ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, parent), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(child != NULL && child != parent && child->len == 0 && child->num_blocks == 0,
+                ATTN_ERR_INVALID_ARG);  /* a child that holds blocks would leak them */
+    ATTN__CHECK(child->max_blocks >= 0 && (child->max_blocks == 0 || child->block_table),
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(parent->num_blocks == 0 || child->block_table != parent->block_table,
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn__seq_ids_live(pool, parent, 0, parent->num_blocks), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(parent->num_blocks <= child->max_blocks, ATTN_ERR_OUT_OF_RANGE);
+    for (int i = 0; i < parent->num_blocks; i++)
+        ATTN__CHECK(pool->refcount[parent->block_table[i]] < ATTN__INT_MAX, ATTN_ERR_OUT_OF_RANGE);
+    for (int i = 0; i < parent->num_blocks; i++) {
+        child->block_table[i] = parent->block_table[i];
+        pool->refcount[parent->block_table[i]]++;
+    }
+    child->num_blocks = parent->num_blocks;
+    child->len = parent->len;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_seq_truncate(attn_block_pool *pool, attn_seq *seq, int64_t new_len) {
+    ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, seq), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(new_len >= 0 && new_len <= seq->len, ATTN_ERR_INVALID_ARG);
+    int keep = (int)attn_kv_blocks_for_tokens(new_len, pool->block_size);
+    ATTN__CHECK(attn__seq_ids_live(pool, seq, keep, seq->num_blocks), ATTN_ERR_INVALID_ARG);
+    while (seq->num_blocks > keep) attn__pool_drop(pool, seq->block_table[--seq->num_blocks]);
+    seq->len = new_len;
+    return ATTN_OK;
+}
+
+ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
+    if (!attn__pool_ok(pool) || !attn__seq_ok(pool, seq) ||
+        !attn__seq_ids_live(pool, seq, 0, seq->num_blocks)) {
+        (void)ATTN__FAIL(ATTN_ERR_INVALID_ARG);  /* stops here under ATTN_ASSERT_ON_ERROR */
+        return;
+    }
+    while (seq->num_blocks > 0) attn__pool_drop(pool, seq->block_table[--seq->num_blocks]);
+    seq->len = 0;
+}
+
+
+/* ---------------------------------------------------------------------------------------------
+   Paged decode. */
+
+/* Checks a cache against the layer's params (and itself). */
+ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c) {
+    ATTN__CHECK(c != NULL && c->key != NULL && c->value != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(c->num_blocks >= 1 && c->block_size >= 1, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn_dtype_size(c->dtype) != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(c->num_kv_heads == p->num_kv_heads && c->head_size == p->head_size, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(isfinite(c->k_scale) && c->k_scale > 0.0f && isfinite(c->v_scale) && c->v_scale > 0.0f,
+                ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* Every block a sequence will read must be inside the table and the cache. */
+ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const int32_t *tables,
+                                                   int max_blocks, const int32_t *seq_lens,
+                                                   int num_seqs) {
+    ATTN__CHECK(num_seqs == 0 || seq_lens != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(max_blocks >= 0, ATTN_ERR_INVALID_ARG);
+    for (int s = 0; s < num_seqs; s++) {
+        int64_t blocks = ((int64_t)seq_lens[s] + c->block_size - 1) / c->block_size;
+        ATTN__CHECK(seq_lens[s] >= 0, ATTN_ERR_INVALID_ARG);
+        ATTN__CHECK(blocks <= max_blocks, ATTN_ERR_OUT_OF_RANGE);
+        ATTN__CHECK(blocks == 0 || tables != NULL, ATTN_ERR_INVALID_ARG);
+        for (int64_t b = 0; b < blocks; b++) {
+            int32_t id = tables[(int64_t)s * max_blocks + b];
+            ATTN__CHECK(id >= 0 && id < c->num_blocks, ATTN_ERR_OUT_OF_RANGE);
+        }
+    }
+    return ATTN_OK;
+}
+
+ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
+                                                      const int32_t *seq_lens, int num_seqs,
+                                                      attn_paged_version version) {
+    int64_t max_len = 0;
+    if (version != ATTN_PAGED_AUTO) return version;
+    for (int s = 0; s < num_seqs && seq_lens; s++) max_len = ATTN__MAX(max_len, (int64_t)seq_lens[s]);
+    int64_t parts = (max_len + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+    int64_t heads = params ? (int64_t)num_seqs * params->num_heads : 0;
+    return max_len <= 8192 && (parts <= 1 || heads > 512) ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
+}
+
+/* Workspace: [part_start: num_seqs+1 int64][partials][scratch per thread]; returns the size. */
+ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, const int32_t *seq_lens,
+                                            int num_seqs, char *base, attn__decode_plan *P) {
+    int G = p->num_heads / p->num_kv_heads, D = p->head_size;
+    int G4 = (G + ATTN__HEAD_GROUP - 1) / ATTN__HEAD_GROUP * ATTN__HEAD_GROUP, Dv = (D + 15) / 16 * 16;
+    int64_t parts = 0;
+    for (int s = 0; s < num_seqs; s++)
+        parts += ((int64_t)ATTN__MAX(seq_lens[s], 0) + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+    size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
+    size_t partials = attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
+    size_t per_thread = attn__align_up(attn__decode_scratch_layout(G4, Dv, NULL, NULL));
+    if (base) {
+        char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+        int64_t *part_start = (int64_t *)a, acc = 0;
+        for (int s = 0; s < num_seqs; s++) {
+            part_start[s] = acc;
+            acc += ((int64_t)seq_lens[s] + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+        }
+        part_start[num_seqs] = acc;
+        P->part_start = part_start;
+        P->partials = (float *)(a + head);
+        P->scratch = a + head + partials;
+        P->scratch_bytes = per_thread;
+        P->G4 = G4; P->Dv = Dv;
+    }
+    return ATTN__ALIGN + head + partials + per_thread * (size_t)threads;
+}
+
+ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
+                                                const attn_kv_cache *cache, const int32_t *seq_lens,
+                                                int num_seqs, attn_paged_version version) {
+    (void)version;  /* v1 and v2 share one layout, so either can run in the same workspace */
+    if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
+    if (num_seqs < 0 || (num_seqs > 0 && !seq_lens) || (exec && exec->num_threads < 0)) return 0;
+    return attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, NULL, NULL);
+}
+
+typedef struct attn__decode_run { const attn__decode_plan *plan; const attn__kernels *k; } attn__decode_run;
+
+/* v1: one item per (sequence, KV head) computes its partitions in order, then merges them. */
+ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
+    const attn__decode_run *run = (const attn__decode_run *)ctx;
+    const attn__decode_plan *P = run->plan;
+    int seq = item / P->Hk, g = item % P->Hk;
+    int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
+    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g, part, thread);
+    run->k->decode_merge(P, seq, g);
+}
+
+/* v2, first pass: one item per (partition, KV head). */
+ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
+    const attn__decode_run *run = (const attn__decode_run *)ctx;
+    const attn__decode_plan *P = run->plan;
+    int64_t part = item / P->Hk;
+    int seq = attn__find_seq(P->part_start, P->num_seqs, part);
+    run->k->decode_partition(P, seq, item % P->Hk, (int)(part - P->part_start[seq]), thread);
+}
+
+/* v2, second pass: the same ordered merge as v1. */
+ATTN__PRIVATE void attn__decode_v2_merge_task(void *ctx, int item, int thread) {
+    const attn__decode_run *run = (const attn__decode_run *)ctx;
+    (void)thread;
+    run->k->decode_merge(run->plan, item / run->plan->Hk, item % run->plan->Hk);
+}
+
+/* Validates and fills a decode plan (attn_paged_decode, attn_forward). */
+ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const attn_params *params,
+                                                  const attn_exec *exec, attn_rows q, attn_rows out,
+                                                  const attn_kv_cache *cache, const int32_t *tables,
+                                                  int max_blocks, const int32_t *seq_lens,
+                                                  int num_seqs, float *lse, char *ws,
+                                                  size_t ws_bytes) {
+    ATTN__TRY(attn__cache_matches(params, cache));
+    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
+    int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
+    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, num_seqs));
+    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, num_seqs));
+    ATTN__CHECK((int64_t)num_seqs * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    size_t need = attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, NULL, NULL);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    memset(P, 0, sizeof *P);
+    attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, ws, P);
+    ATTN__CHECK(P->part_start[num_seqs] * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    float scale = attn__scale(params);
+    P->H = H; P->Hk = Hk; P->G = H / Hk; P->D = D;
+    P->window = params->sliding_window; P->cap = params->logits_soft_cap;
+    P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;
+    P->slopes = params->alibi_slopes; P->sinks = params->sinks;
+    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
+    P->out = (char *)out.data; P->out_dtype = out.dtype;
+    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
+    P->lse = lse;
+    P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
+    P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
+    P->block_size = cache->block_size; P->max_blocks = max_blocks;
+    P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec *exec, attn_rows q,
+                                      attn_rows out, const attn_kv_cache *cache,
+                                      const int32_t *block_tables, int max_blocks_per_seq,
+                                      const int32_t *seq_lens, int num_seqs,
+                                      attn_paged_version version, float *lse, void *ws,
+                                      size_t ws_bytes) {
+    const attn__kernels *kern;
+    attn__decode_plan P;
+    attn__decode_run run;
+    ATTN__TRY(attn_params_check(params));
+    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    ATTN__CHECK((int)version >= 0 && version <= ATTN_PAGED_V2, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables,
+                                      max_blocks_per_seq, seq_lens, num_seqs, lse, (char *)ws, ws_bytes));
+    run.plan = &P; run.k = kern;
+    if (attn_paged_decode_version(params, seq_lens, num_seqs, version) == ATTN_PAGED_V1) {
+        attn__run_items(exec, num_seqs * P.Hk, attn__decode_v1_task, &run);
+    } else {
+        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.Hk), attn__decode_v2_part_task, &run);
+        attn__run_items(exec, num_seqs * P.Hk, attn__decode_v2_merge_task, &run);
+    }
+    return ATTN_OK;
+}
+
+
+/* ---------------------------------------------------------------------------------------------
+   Paged prefill and merge_states. */
+ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
+                                                 const attn_kv_cache *cache,
+                                                 const int32_t *query_start_loc,
+                                                 const int32_t *seq_lens, int num_seqs) {
+    (void)query_start_loc; (void)seq_lens;
+    if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
+    if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
+    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+}
+
+/* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
+   of work items through *items. Shared by attn_paged_prefill and attn_forward. */
+ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const attn_params *params,
+                                                   const attn_exec *exec, attn_rows q, attn_rows out,
+                                                   const attn_kv_cache *cache, const int32_t *tables,
+                                                   int max_blocks, const int32_t *q_start,
+                                                   const int32_t *seq_lens, int num_seqs, int causal,
+                                                   float *lse, char *ws, size_t ws_bytes, int64_t *items) {
+    int64_t *item_start = NULL;
+    int H = params->num_heads, D = params->head_size;
+    ATTN__TRY(attn__cache_matches(params, cache));
+    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__offsets_check(q_start, num_seqs));
+    ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
+    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
+    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
+    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    memset(P, 0, sizeof *P);
+    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
+                            &P->scratch_bytes);
+    P->item_start = item_start;
+    *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
+    ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
+    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
+    P->out = (char *)out.data; P->out_dtype = out.dtype;
+    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
+    P->lse = lse;
+    P->source = ATTN__KV_PAGED;
+    P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
+    P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
+    P->block_size = cache->block_size; P->max_blocks = max_blocks;
+    P->block_tables = tables; P->seq_lens = seq_lens;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exec *exec,
+                                       attn_rows q, attn_rows out, const attn_kv_cache *cache,
+                                       const int32_t *block_tables, int max_blocks_per_seq,
+                                       const int32_t *query_start_loc, const int32_t *seq_lens,
+                                       int num_seqs, int causal, float *lse, void *ws,
+                                       size_t ws_bytes) {
+    const attn__kernels *kern;
+    attn__prefill_plan P;
+    attn__prefill_run run;
+    int64_t items;
+    ATTN__TRY(attn_params_check(params));
+    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    ATTN__TRY(attn__paged_prefill_plan(&P, params, exec, q, out, cache, block_tables,
+                                       max_blocks_per_seq, query_start_loc, seq_lens, num_seqs,
+                                       causal, lse, (char *)ws, ws_bytes, &items));
+    run.plan = &P; run.k = kern;
+    attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_size,
+                                      attn_rows out_a, const float *lse_a, attn_rows out_b,
+                                      const float *lse_b, attn_rows out, float *lse) {
+    int64_t width = (int64_t)num_heads * head_size;
+    float a[ATTN_MAX_HEAD_SIZE], b[ATTN_MAX_HEAD_SIZE];
+    ATTN__CHECK(num_tokens >= 0 && num_heads >= 1, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(head_size >= 1 && head_size <= ATTN_MAX_HEAD_SIZE, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__rows_check(out_a, width, num_tokens));
+    ATTN__TRY(attn__rows_check(out_b, width, num_tokens));
+    ATTN__TRY(attn__rows_check(out, width, num_tokens));
+    ATTN__CHECK(num_tokens == 0 || (lse_a && lse_b), ATTN_ERR_INVALID_ARG);
+    const attn__kernels *K = attn__kernels_for(attn_best_isa());
+    size_t sa = attn_dtype_size(out_a.dtype), sb = attn_dtype_size(out_b.dtype), so = attn_dtype_size(out.dtype);
+    int64_t ra = out_a.stride ? out_a.stride : width, rb = out_b.stride ? out_b.stride : width;
+    int64_t ro = out.stride ? out.stride : width;
+    for (int64_t t = 0; t < num_tokens; t++)
+        for (int h = 0; h < num_heads; h++) {
+            float la = lse_a[t * num_heads + h], lb = lse_b[t * num_heads + h];
+            float m = ATTN__MAX(la, lb);
+            float wa = m == -INFINITY ? 0.0f : expf(la - m), wb = m == -INFINITY ? 0.0f : expf(lb - m);
+            float inv = wa + wb > 0.0f ? 1.0f / (wa + wb) : 0.0f;
+            int64_t col = (int64_t)h * head_size;
+            K->to_f32(a, (const char *)out_a.data + (size_t)(t * ra + col) * sa, out_a.dtype, head_size, 1.0f);
+            K->to_f32(b, (const char *)out_b.data + (size_t)(t * rb + col) * sb, out_b.dtype, head_size, 1.0f);
+            for (int d = 0; d < head_size; d++)  /* a weight of 0 must not let inf/NaN leak in */
+                a[d] = (wa > 0.0f ? a[d] * wa : 0.0f) + (wb > 0.0f ? b[d] * wb : 0.0f), a[d] *= inv;
+            K->from_f32((char *)out.data + (size_t)(t * ro + col) * so, out.dtype, a, head_size);
+            if (lse) lse[t * num_heads + h] = m == -INFINITY ? -INFINITY : m + logf(wa + wb);
+        }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   The backend layer. */
+ATTNDEF const char *attn_backend_name(attn_backend backend) {
+    switch (backend) {
+        case ATTN_BACKEND_SDPA: return "SDPA";
+        case ATTN_BACKEND_IPEX: return "IPEX";
+        default: return "unknown";
+    }
+}
+
+ATTNDEF attn_status attn_layer_init(attn_layer *layer, const attn_params *params, attn_type type,
+                                    attn_backend backend) {
+    ATTN__CHECK(layer != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn_params_check(params));
+    ATTN__CHECK((int)type >= ATTN_DECODER && type <= ATTN_ENCODER_DECODER, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(backend == ATTN_BACKEND_SDPA || backend == ATTN_BACKEND_IPEX, ATTN_ERR_INVALID_ARG);
+#ifndef ATTN_USE_ONEDNN
+    ATTN__CHECK(backend == ATTN_BACKEND_SDPA, ATTN_ERR_UNSUPPORTED);
+#endif
+    layer->params = *params;
+    layer->type = type;
+    layer->backend = backend;
+    return ATTN_OK;
+}
+
+/* What one forward call does, resolved from layer type and metadata. */
+typedef struct attn__forward_shape {
+    int prefills, decodes, prefill_tokens;
+    int paged_prefill, causal, cross;
+    const int32_t *q_start, *k_start;     /* prefill query / key row offsets (rows source) */
+    const int32_t *prefill_lens, *decode_lens;
+    const int32_t *tables; int max_blocks;
+    const int64_t *slots; int write_tokens;
+} attn__forward_shape;
+
+ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_metadata *md,
+                                                attn_rows key, const attn_kv_cache *cache,
+                                                attn__forward_shape *f) {
+    ATTN__CHECK(L != NULL && md != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn_params_check(&L->params));
+    ATTN__CHECK(md->num_prefills >= 0 && md->num_prefill_tokens >= 0 && md->num_decode_tokens >= 0,
+                ATTN_ERR_INVALID_ARG);
+    memset(f, 0, sizeof *f);
+    f->prefills = md->num_prefills; f->decodes = md->num_decode_tokens;
+    f->prefill_tokens = md->num_prefill_tokens;
+    f->q_start = md->query_start_loc; f->k_start = md->query_start_loc;
+    f->tables = md->block_tables; f->max_blocks = md->max_blocks_per_seq;
+    if (f->prefills > 0) {
+        ATTN__TRY(attn__offsets_check(md->query_start_loc, f->prefills));
+        ATTN__CHECK(md->query_start_loc[f->prefills] == f->prefill_tokens, ATTN_ERR_INVALID_ARG);
+    } else {  /* no prefill: offset arrays are optional */
+        static const int32_t no_tokens[1] = {0};
+        ATTN__CHECK(f->prefill_tokens == 0, ATTN_ERR_INVALID_ARG);
+        f->q_start = f->k_start = no_tokens;
+    }
+    switch (L->type) {
+        case ATTN_DECODER:
+        case ATTN_ENCODER_ONLY:
+            f->causal = L->type == ATTN_DECODER;
+            f->paged_prefill = md->context_lens != NULL;
+            ATTN__CHECK(L->type == ATTN_DECODER || (f->decodes == 0 && !f->paged_prefill),
+                        ATTN_ERR_INVALID_ARG);  /* encoder-only: no decode, no prefix */
+            f->prefill_lens = md->seq_lens; f->decode_lens = md->seq_lens ? md->seq_lens + f->prefills : NULL;
+            f->slots = cache ? md->slot_mapping : NULL;
+            f->write_tokens = f->prefill_tokens + f->decodes;
+            if (f->paged_prefill)
+                for (int s = 0; s < f->prefills; s++) {
+                    ATTN__CHECK(md->seq_lens && md->context_lens[s] >= 0, ATTN_ERR_INVALID_ARG);
+                    ATTN__CHECK((int64_t)md->context_lens[s] + md->query_start_loc[s + 1] -
+                                    md->query_start_loc[s] == md->seq_lens[s], ATTN_ERR_INVALID_ARG);
+                }
+            break;
+        case ATTN_ENCODER:  /* all prefill over the encoder tokens, no cache */
+            ATTN__CHECK(md->encoder_seq_lens && md->encoder_start_loc, ATTN_ERR_INVALID_ARG);
+            ATTN__CHECK(f->decodes == 0 && !md->context_lens, ATTN_ERR_INVALID_ARG);
+            ATTN__TRY(attn__offsets_check(md->encoder_start_loc, f->prefills));
+            ATTN__CHECK(md->encoder_start_loc[f->prefills] == md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
+            f->q_start = f->k_start = md->encoder_start_loc;
+            f->prefill_tokens = md->num_encoder_tokens;
+            f->prefill_lens = md->encoder_seq_lens;
+            break;
+        case ATTN_ENCODER_DECODER:  /* decoder queries over the encoder's K/V */
+            ATTN__CHECK(md->encoder_seq_lens && md->cross_block_tables, ATTN_ERR_INVALID_ARG);
+            f->cross = 1;
+            f->tables = md->cross_block_tables; f->max_blocks = md->max_cross_blocks_per_seq;
+            f->prefill_lens = md->encoder_seq_lens; f->decode_lens = md->encoder_seq_lens + f->prefills;
+            f->paged_prefill = key.data == NULL;  /* encoder K/V already cached */
+            if (!f->paged_prefill && f->prefills > 0) {
+                ATTN__CHECK(md->encoder_start_loc != NULL, ATTN_ERR_INVALID_ARG);
+                ATTN__TRY(attn__offsets_check(md->encoder_start_loc, f->prefills));
+                ATTN__CHECK(md->encoder_start_loc[f->prefills] == md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
+                for (int s = 0; s < f->prefills; s++)
+                    ATTN__CHECK(md->encoder_start_loc[s + 1] - md->encoder_start_loc[s] == md->encoder_seq_lens[s],
+                                ATTN_ERR_INVALID_ARG);
+                f->k_start = md->encoder_start_loc;
+                f->slots = cache ? md->cross_slot_mapping : NULL;
+                f->write_tokens = md->num_encoder_tokens;
+            }
+            break;
+        default: return ATTN__FAIL(ATTN_ERR_INVALID_ARG);
+    }
+    ATTN__CHECK(cache || (!f->paged_prefill && f->decodes == 0), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!(f->paged_prefill || f->decodes) || f->prefill_lens || f->decode_lens, ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function. */
+ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f, int threads,
+                                      size_t *decode_at) {
+    size_t pre = attn__prefill_ws_layout(&L->params, threads, f->prefills, NULL, NULL, NULL, NULL);
+    size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
+    *decode_at = attn__align_up(pre);
+    return *decode_at + dec;
+}
+
+ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_metadata *md,
+                                           const attn_exec *exec) {
+    attn__forward_shape f;
+    size_t at;
+    if (!layer || !md || attn_params_check(&layer->params) != ATTN_OK) return 0;
+    if (md->num_prefills < 0 || md->num_decode_tokens < 0 || (exec && exec->num_threads < 0)) return 0;
+    /* the prefill part depends on the sequence count only, the decode part on decode lengths */
+    memset(&f, 0, sizeof f);
+    f.prefills = md->num_prefills;
+    f.decodes = layer->type == ATTN_DECODER || layer->type == ATTN_ENCODER_DECODER ? md->num_decode_tokens : 0;
+    f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
+    if (f.decodes && !f.decode_lens) return 0;
+    if (f.decode_lens) f.decode_lens += f.prefills;
+    return attn__forward_ws(layer, &f, attn_exec_threads(exec), &at);
+}
+
+typedef struct attn__forward_run {
+    const attn__kernels *k;
+    const attn__prefill_plan *prefill; int prefill_items;
+    const attn__decode_run *decode;
+} attn__forward_run;
+
+/* Items [0, prefill_items) are prefill tiles, the rest (sequence, KV head) decodes. */
+ATTN__PRIVATE void attn__forward_task(void *ctx, int item, int thread) {
+    const attn__forward_run *run = (const attn__forward_run *)ctx;
+    if (item < run->prefill_items) run->k->prefill_item(run->prefill, item, thread);
+    else attn__decode_v1_task((void *)run->decode, item - run->prefill_items, thread);
+}
+
+ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec, attn_rows query,
+                                 attn_rows key, attn_rows value, attn_kv_cache *cache,
+                                 const attn_metadata *md, attn_rows out, void *ws,
+                                 size_t ws_bytes) {
+    const attn__kernels *kern;
+    attn__forward_shape f;
+    attn__prefill_plan pre;
+    attn__decode_plan dec;
+    attn__decode_run drun;
+    attn__forward_run run;
+    attn_exec ex;
+    int64_t pre_items = 0;
+    size_t decode_at;
+    ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f));
+    if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
+    if (layer->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
+    ATTN__TRY(attn__exec_resolve(&ex, &kern));
+    const attn_params *p = &layer->params;
+    int64_t width = (int64_t)p->num_heads * p->head_size;
+    size_t need = attn__forward_ws(layer, &f, attn_exec_threads(&ex), &decode_at);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    if (f.paged_prefill)
+        ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
+                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL,
+                                           (char *)ws, decode_at, &pre_items));
+    else
+        ATTN__TRY(attn__sdpa_plan(&pre, p, &ex, query, key, value, out, f.q_start, f.k_start,
+                                  f.prefills, f.causal, NULL, (char *)ws, decode_at, &pre_items));
+    if (f.decodes) {
+        size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
+        attn_rows dq = query, dout = out;
+        dq.data = (char *)query.data + (size_t)(f.prefill_tokens * (query.stride ? query.stride : width)) * qsz;
+        dout.data = (char *)out.data + (size_t)(f.prefill_tokens * (out.stride ? out.stride : width)) * osz;
+        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
+        ATTN__TRY(attn__decode_plan_build(&dec, p, &ex, dq, dout, cache,
+                                          f.tables + (size_t)f.prefills * f.max_blocks, f.max_blocks,
+                                          f.decode_lens, f.decodes, NULL, (char *)ws + decode_at,
+                                          ws_bytes - decode_at));
+    }
+    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    if (f.slots)  /* validates every slot before writing any */
+        ATTN__TRY(attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex));
+    drun.plan = &dec; drun.k = kern;
+    run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
+    attn__run_items(&ex, (int)pre_items + f.decodes * p->num_kv_heads, attn__forward_task, &run);
     return ATTN_OK;
 }
 
@@ -1406,6 +2712,21 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
                                           attn_dtype dt, int n, float scale) {
     int i = 0;
     ATTN__VF vs = ATTN__VSET1(scale);
+    if (scale == 1.0f) {  /* a plain decode: no multiply, so even signalling NaNs keep their bits */
+        if (dt == ATTN_F32) {
+            memcpy(dst, src, sizeof(float) * (size_t)n);
+            return;
+        }
+        if (dt == ATTN_F16 || dt == ATTN_BF16) {
+            const uint16_t *p = (const uint16_t *)src;
+            if (dt == ATTN_F16)
+                for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_F16(p + i));
+            else
+                for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_BF16(p + i));
+        }
+        for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i);
+        return;
+    }
     if (dt == ATTN_F32) {
         const float *p = (const float *)src;
         for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD(p + i), vs));
@@ -1634,9 +2955,191 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     }
 }
 
+/* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
+
+/* Rows [off, off+n) of (block, kv head) as f32: the cache itself when it already is f32 with a
+   vector-multiple head size (no copy), else dequantized into tile. Returns the row stride. */
+ATTN__PRIVATE const float *ATTN__FN(attn__decode_rows)(const attn__decode_plan *P, const char *cache,
+                                                       float scale, int64_t blk, int g, int off,
+                                                       int n, int Dv, float *tile, int *stride) {
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    const char *base = cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
+    if (P->kv_dtype == ATTN_F32 && P->D % ATTN__L == 0 && scale == 1.0f) {
+        *stride = P->D;
+        return (const float *)(const void *)base;
+    }
+    for (int t = 0; t < n; t++) {
+        float *row = tile + (size_t)t * Dv;
+        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, scale);
+        for (int d = P->D; d < Dv; d++) row[d] = 0.0f;
+    }
+    *stride = Dv;
+    return tile;
+}
+
+/* logits[h][c] = q_h . k_c for four heads at once (one pass over each key row). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
+                                                             const float *ATTN_RESTRICT k, int n,
+                                                             int kstride, int Dk,
+                                                             float *ATTN_RESTRICT logits) {
+    for (int t = 0; t < n; t++) {
+        const float *row = k + (size_t)t * kstride;
+        ATTN__VF a0 = ATTN__VZERO(), a1 = ATTN__VZERO(), a2 = ATTN__VZERO(), a3 = ATTN__VZERO();
+        for (int d = 0; d < Dk; d += ATTN__L) {
+            ATTN__VF kv = ATTN__VLOAD(row + d);
+            a0 = ATTN__VFMA(ATTN__VLOAD(q + d), kv, a0);
+            a1 = ATTN__VFMA(ATTN__VLOAD(q + Dv + d), kv, a1);
+            a2 = ATTN__VFMA(ATTN__VLOAD(q + 2 * Dv + d), kv, a2);
+            a3 = ATTN__VFMA(ATTN__VLOAD(q + 3 * Dv + d), kv, a3);
+        }
+        logits[t] = ATTN__VHSUM(a0);
+        logits[ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a1);
+        logits[2 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a2);
+        logits[3 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a3);
+    }
+}
+
+/* o[h] += sum_c p[h][c] v_c for four heads at once. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
+                                                           const float *ATTN_RESTRICT v, int vstride,
+                                                           int Dk, int Dv, float *ATTN_RESTRICT o) {
+    for (int d = 0; d < Dk; d += ATTN__L) {
+        ATTN__VF a0 = ATTN__VLOAD(o + d), a1 = ATTN__VLOAD(o + Dv + d);
+        ATTN__VF a2 = ATTN__VLOAD(o + 2 * Dv + d), a3 = ATTN__VLOAD(o + 3 * Dv + d);
+        for (int t = 0; t < n; t++) {
+            ATTN__VF vv = ATTN__VLOAD(v + (size_t)t * vstride + d);
+            a0 = ATTN__VFMA(ATTN__VSET1(p[t]), vv, a0);
+            a1 = ATTN__VFMA(ATTN__VSET1(p[ATTN_PARTITION_TOKENS + t]), vv, a1);
+            a2 = ATTN__VFMA(ATTN__VSET1(p[2 * ATTN_PARTITION_TOKENS + t]), vv, a2);
+            a3 = ATTN__VFMA(ATTN__VSET1(p[3 * ATTN_PARTITION_TOKENS + t]), vv, a3);
+        }
+        ATTN__VSTORE(o + d, a0); ATTN__VSTORE(o + Dv + d, a1);
+        ATTN__VSTORE(o + 2 * Dv + d, a2); ATTN__VSTORE(o + 3 * Dv + d, a3);
+    }
+}
+
+/* Visits the keys [lo, hi) of sequence seq in chunks that never cross a block, as f32 rows. */
+#define ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk)                                           \
+    for (int64_t j = (lo), n = 0, blk = 0; j < (hi); j += n)                                      \
+        if ((blk = (P)->block_tables[(int64_t)(seq) * (P)->max_blocks + j / (P)->block_size]),    \
+            (n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK,                                \
+                                     (P)->block_size - j % (P)->block_size), (hi) - j)), 1)
+
+/* Softmax of one head's logits over the partition: applies cap and ALiBi (query at pos),
+   returns m and l, leaves exp(s - m) in place. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h, int64_t pos,
+                                                  int64_t lo, int n, float *ATTN_RESTRICT s,
+                                                  float *m_out, float *l_out) {
+    int c = 0, nv = n / ATTN__L * ATTN__L;
+    float m = -INFINITY, l = 0.0f, slope = P->slopes ? P->slopes[h] : 0.0f;
+    ATTN__VF vmax = ATTN__VSET1(-INFINITY), vsum = ATTN__VZERO();
+    for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
+        float x = s[c];
+        if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
+        if (P->slopes) x += slope * (float)(lo + c - pos);
+        s[c] = x;
+    }
+    for (c = 0; c < nv; c += ATTN__L) vmax = ATTN__VMAX(vmax, ATTN__VLOAD(s + c));
+    m = ATTN__VHMAX(vmax);
+    for (; c < n; c++) m = ATTN__MAX(m, s[c]);
+    ATTN__VF vm = ATTN__VSET1(m);
+    for (c = 0; c < nv; c += ATTN__L) {
+        ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + c), vm));
+        ATTN__VSTORE(s + c, e);
+        vsum = ATTN__VADD(vsum, e);
+    }
+    l = ATTN__VHSUM(vsum);
+    for (; c < n; c++) { s[c] = attn__vexp__scalar(s[c] - m); l += s[c]; }
+    *m_out = m;
+    *l_out = l;
+}
+
+ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g,
+                                                    int part, int thread) {
+    attn__decode_scratch sc;
+    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, h, d;
+    int Dk = (D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
+    int64_t L = P->seq_lens[seq], pos = L - 1;
+    int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
+    float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
+    float *pm = partial, *pl = partial + G, *po = partial + 2 * G;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+    if (P->window) lo = ATTN__MAX(lo, L - P->window);
+    if (lo >= hi) {  /* wholly outside the window: nothing to read */
+        for (h = 0; h < G; h++) { pm[h] = -INFINITY; pl[h] = 0.0f; }
+        for (d = 0; d < G * D; d++) po[d] = 0.0f;
+        return;
+    }
+    attn__decode_scratch_layout(G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    for (h = 0; h < G4; h++) {
+        float *qh = sc.q + (size_t)h * Dv;
+        for (d = 0; d < Dv; d++) qh[d] = 0.0f;
+        if (h < G)
+            ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
+                                   P->q_dtype, D, P->q_mul);
+        for (d = 0; d < Dv; d++) sc.o[(size_t)h * Dv + d] = 0.0f;
+    }
+    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
+        int stride;
+        const float *rows = ATTN__FN(attn__decode_rows)(P, P->key_cache, P->k_scale, blk, g,
+                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
+        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
+            ATTN__FN(attn__decode_dots)(sc.q + (size_t)h * Dv, Dv, rows, (int)n, stride, Dk,
+                                        sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo));
+    }
+    for (h = 0; h < G; h++)
+        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, (int)(hi - lo),
+                                       sc.p + (size_t)h * ATTN_PARTITION_TOKENS, &pm[h], &pl[h]);
+    for (h = G; h < G4; h++)  /* padded heads contribute nothing */
+        for (d = 0; d < hi - lo; d++) sc.p[(size_t)h * ATTN_PARTITION_TOKENS + d] = 0.0f;
+    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
+        int stride;
+        const float *rows = ATTN__FN(attn__decode_rows)(P, P->value_cache, P->v_scale, blk, g,
+                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
+        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
+            ATTN__FN(attn__decode_pv)(sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo), (int)n,
+                                      rows, stride, Dk, Dv, sc.o + (size_t)h * Dv);
+    }
+    for (h = 0; h < G; h++) memcpy(po + (size_t)h * D, sc.o + (size_t)h * Dv, sizeof(float) * (size_t)D);
+}
+
+/* Merges a sequence's partitions in order (the sink first, as a term with no value):
+   out = sum_p o_p e^(m_p - M) / (sum_p l_p e^(m_p - M)), lse = M + log(denominator). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int seq, int g) {
+    int G = P->G, D = P->D, h, d;
+    int64_t parts = P->part_start[seq + 1] - P->part_start[seq], k;
+    float acc[ATTN_MAX_HEAD_SIZE];
+    size_t osz = attn_dtype_size(P->out_dtype);
+    for (h = 0; h < G; h++) {
+        int hq = g * G + h;
+        float M = P->sinks ? P->sinks[hq] : -INFINITY, l = 0.0f;
+        for (k = 0; k < parts; k++) M = ATTN__MAX(M, attn__decode_partial(P, P->part_start[seq] + k, g)[h]);
+        for (d = 0; d < D; d++) acc[d] = 0.0f;
+        if (P->sinks) l = attn__vexp__scalar(P->sinks[hq] - M);
+        for (k = 0; k < parts && M > -INFINITY; k++) {
+            const float *part = attn__decode_partial(P, P->part_start[seq] + k, g);
+            float w = attn__vexp__scalar(part[h] - M);
+            if (part[G + h] == 0.0f) continue;  /* empty partition (window) */
+            const float *o = part + 2 * G + (size_t)h * D;
+            ATTN__VF vw = ATTN__VSET1(w);
+            for (d = 0; d + ATTN__L <= D; d += ATTN__L)
+                ATTN__VSTORE(acc + d, ATTN__VFMA(ATTN__VLOAD(o + d), vw, ATTN__VLOAD(acc + d)));
+            for (; d < D; d++) acc[d] += o[d] * w;
+            l += part[G + h] * w;
+        }
+        int has_keys = P->seq_lens[seq] > 0;
+        float inv = has_keys ? 1.0f / l : 0.0f;
+        for (d = 0; d < D; d++) acc[d] *= inv;
+        ATTN__FN(attn__from_f32)(P->out + (size_t)(seq * P->out_stride + (int64_t)hq * D) * osz,
+                                 P->out_dtype, acc, D);
+        if (P->lse) P->lse[(int64_t)seq * P->H + hq] = has_keys ? M + logf(l) : -INFINITY;
+    }
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 static const attn__kernels ATTN__FN(attn__table) = {
-    ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item)};
+    ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
+    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)};
 
 #undef ATTN__FN
 #undef ATTN__PASS_ISA

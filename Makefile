@@ -1,0 +1,64 @@
+# attn.h - build, test, bench. `make test` is what CI runs.
+CC      ?= gcc
+CXX     ?= g++
+WARN    := -std=c99 -pedantic -Wall -Wextra -Werror
+OPT     ?= -O2
+LDLIBS  := -lm
+B       := build
+TEST_SRC := tests/test_main.c
+TEST_DEPS := attn.h $(wildcard tests/*.h tests/*.c)
+
+# Each configuration of the suite: name and flags. No -march anywhere: the AVX2/AVX-512 paths
+# are compiled in through target regions and chosen at run time.
+CONFIGS := default openmp nosimd sanitize
+FLAGS_default  := $(OPT)
+FLAGS_openmp   := $(OPT) -fopenmp
+FLAGS_nosimd   := $(OPT) -DATTN_NO_SIMD
+FLAGS_sanitize := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+ifeq ($(ATTN_ONEDNN),1)
+CONFIGS += onednn
+FLAGS_onednn := $(OPT) -fopenmp -DATTN_USE_ONEDNN
+LIBS_onednn  := -ldnnl
+endif
+
+.PHONY: all run test sanitize bench examples clean compile-checks
+all: $(B)/test_default $(B)/quickstart
+
+$(B):
+	@mkdir -p $(B)
+
+$(B)/test_%: $(TEST_DEPS) | $(B)
+	$(CC) $(WARN) $(FLAGS_$*) -I. $(TEST_SRC) -o $@ $(LDLIBS) $(LIBS_$*)
+
+$(B)/quickstart: examples/quickstart.c attn.h | $(B)
+	$(CC) $(WARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+
+run: $(B)/quickstart
+	./$(B)/quickstart
+
+EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(wildcard examples/*.c))
+$(B)/ex_%: examples/%.c attn.h | $(B)
+	$(CC) $(WARN) $(OPT) -fopenmp -I. $< -o $@ $(LDLIBS)
+examples: $(EXAMPLES)
+
+# Compile checks: the header as users will build it (C++, strict C99, declarations-only unit
+# linked with an implementation unit, ATTN_STATIC in two units).
+compile-checks: | $(B)
+	@sh tests/compile_checks.sh "$(CC)" "$(CXX)" $(B)
+
+# Runs every configuration (and the examples), prints each one's results and, last, the sum.
+test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES)
+	@sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
+
+sanitize: $(B)/test_sanitize
+	./$(B)/test_sanitize
+
+BENCH_FLAGS ?= -O3 -fopenmp
+$(B)/attn_bench: bench/attn_bench.c attn.h | $(B)
+	$(CC) -std=c99 -Wall -Wextra $(BENCH_FLAGS) -I. $< -o $@ $(LDLIBS) $(BENCH_LIBS)
+bench: $(B)/attn_bench
+	./$(B)/attn_bench
+
+clean:
+	rm -rf $(B)

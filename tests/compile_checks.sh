@@ -1,0 +1,25 @@
+#!/bin/sh
+# Builds attn.h the ways users will: as C++, as strict C99, a declarations-only unit linked with
+# the implementation unit, and ATTN_STATIC in two units of one program. Prints PASS/FAIL per
+# check and a final "N passed, N failed".
+CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
+p=0; f=0
+check() {  # name, command...
+    name=$1; shift
+    if out=$("$@" 2>&1); then p=$((p + 1)); echo "PASS $name"; else f=$((f + 1)); echo "FAIL $name"; echo "$out" | head -20; fi
+}
+W="-std=c99 -pedantic -Wall -Wextra -Werror"
+printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint main(void) { return attn_version() == ATTN_VERSION_NUMBER ? 0 : 1; }\n' > "$B/impl.cc"
+printf '#include "attn.h"\nint decl_user(void) { attn_params p = {0}; p.num_heads = 1; p.num_kv_heads = 1; p.head_size = 8; return attn_params_check(&p) == ATTN_OK; }\n' > "$B/decl.c"
+printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint decl_user(void);\nint main(void) { return decl_user() ? 0 : 1; }\n' > "$B/impl.c"
+printf '#define ATTN_STATIC\n#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint unit_a(void) { return attn_best_isa() != ATTN_ISA_AUTO; }\n' > "$B/static_a.c"
+printf '#define ATTN_STATIC\n#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint unit_a(void);\nint main(void) { return unit_a() && attn_version() == ATTN_VERSION_NUMBER ? 0 : 1; }\n' > "$B/static_b.c"
+check cxx_header_and_implementation sh -c "$CXX -Wall -Wextra -Werror -O2 -I. $B/impl.cc -o $B/impl_cc -lm && $B/impl_cc"
+check cxx_with_openmp sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -I. $B/impl.cc -o $B/impl_cc_omp -lm && $B/impl_cc_omp"
+check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/decl.c -o $B/decl.o && $CC $W -O2 -I. -c $B/impl.c -o $B/impl.o && $CC $B/decl.o $B/impl.o -o $B/decl_impl -lm && $B/decl_impl"
+check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c -o $B/static_ab -lm && $B/static_ab"
+if command -v clang >/dev/null 2>&1; then
+    check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
+fi
+echo "$p passed, $f failed"
+[ "$f" -eq 0 ]

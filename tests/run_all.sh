@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs the suite in every build configuration, the compile checks and the examples, and prints
+# the summed "N passed, N failed" as the very last line. Exit status 0 only when nothing failed.
+B=$1; CC=$2; CXX=$3; shift 3
+passed=0; failed=0
+add() {  # add the counts of a "N passed, N failed" line
+    p=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1/p')
+    f=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\2/p')
+    if [ -z "$p" ]; then failed=$((failed + 1)); else passed=$((passed + p)); failed=$((failed + f)); fi
+}
+for c in "$@"; do
+    echo "=== configuration: $c ($B/test_$c)"
+    for threads in 2; do
+        out=$(OMP_NUM_THREADS=$threads ./$B/test_$c 2>&1); rc=$?
+        echo "$out" | grep -v '^PASS ' ; last=$(echo "$out" | tail -n 1)
+        add "$last"
+        [ $rc -ne 0 ] && [ -z "$(echo "$last" | grep ' 0 failed$')" ] || true
+    done
+done
+echo "=== compile checks"
+last=$(sh tests/compile_checks.sh "$CC" "$CXX" "$B" | tee /dev/stderr | tail -n 1)
+add "$last"
+echo "=== examples"
+ep=0; ef=0
+for ex in "$B"/ex_*; do
+    [ -x "$ex" ] || continue
+    if "$ex" > "$B/$(basename "$ex").out" 2>&1; then ep=$((ep + 1)); echo "PASS $(basename "$ex")";
+    else ef=$((ef + 1)); echo "FAIL $(basename "$ex")"; cat "$B/$(basename "$ex").out"; fi
+done
+add "$ep passed, $ef failed"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

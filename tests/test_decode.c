@@ -1,0 +1,311 @@
+/* attn_paged_decode against the reference (K/V gathered through shuffled block tables and
+   dequantized), on every ISA, 1 vs 2 threads, v1 vs v2, alone vs in a batch: all bitwise. */
+
+typedef struct td_case {
+    int H, Hk, D, bs, num_seqs;
+    const int *lens;
+    attn_dtype kv_dt, act_dt;
+    int alibi, window, sinks;
+    float cap, k_scale, v_scale;
+} td_case;
+
+typedef struct td_data {
+    attn_kv_cache cache;
+    void *mem;
+    float *kf, *vf;              /* dequantized copies of the whole cache, for the reference */
+    int32_t *tables, *lens;
+    int max_blocks;
+    void *q; float *qf;
+    double *ref_out, *ref_lse;
+    float slopes[64], sinks[64];
+    attn_params p;
+} td_data;
+
+static void td_store(attn_dtype dt, void *base, size_t i, float x) {
+    switch (dt) {
+        case ATTN_F32: ((float *)base)[i] = x; break;
+        case ATTN_F16: ((uint16_t *)base)[i] = attn_f32_to_f16(x); break;
+        case ATTN_BF16: ((uint16_t *)base)[i] = attn_f32_to_bf16(x); break;
+        case ATTN_FP8_E4M3: ((uint8_t *)base)[i] = attn_f32_to_fp8_e4m3(x); break;
+        default: ((uint8_t *)base)[i] = attn_f32_to_fp8_e5m2(x); break;
+    }
+}
+
+/* Builds a cache whose every unused slot holds NaN, sequences on shuffled blocks, queries, and
+   the reference outputs. */
+static void td_make(const td_case *c, uint64_t seed, td_data *d) {
+    uint64_t rng = seed;
+    int s, b;
+    memset(d, 0, sizeof *d);
+    d->max_blocks = 1;
+    int total_blocks = 1;
+    for (s = 0; s < c->num_seqs; s++) {
+        int nb = (c->lens[s] + c->bs - 1) / c->bs;
+        d->max_blocks = nb > d->max_blocks ? nb : d->max_blocks;
+        total_blocks += nb;
+    }
+    d->max_blocks += 2;  /* padding entries (0) past each sequence's blocks are never read */
+    size_t bytes = attn_kv_cache_bytes(total_blocks, c->bs, c->Hk, c->D, c->kv_dt);
+    d->mem = tu_alloc(bytes);
+    if (attn_kv_cache_init(&d->cache, total_blocks, c->bs, c->Hk, c->D, c->kv_dt,
+                           c->k_scale, c->v_scale, d->mem, bytes) != ATTN_OK) {
+        printf("  kv cache init failed\n");
+        exit(2);
+    }
+    size_t slots = (size_t)total_blocks * c->bs * c->Hk * c->D;
+    d->kf = (float *)tu_alloc(slots * 4);
+    d->vf = (float *)tu_alloc(slots * 4);
+    for (size_t i = 0; i < slots; i++) {  /* NaN everywhere first: only written slots are valid */
+        td_store(c->kv_dt, d->cache.key, i, NAN);
+        td_store(c->kv_dt, d->cache.value, i, NAN);
+    }
+    int *perm = (int *)tu_alloc(sizeof(int) * (size_t)total_blocks);
+    for (b = 0; b < total_blocks; b++) perm[b] = b;
+    for (b = total_blocks - 1; b > 0; b--) {
+        int j = attn_test_rand_int(&rng, 0, b), t = perm[b];
+        perm[b] = perm[j]; perm[j] = t;
+    }
+    d->tables = (int32_t *)tu_alloc(sizeof(int32_t) * (size_t)(c->num_seqs * d->max_blocks + 1));
+    d->lens = (int32_t *)tu_alloc(sizeof(int32_t) * (size_t)(c->num_seqs + 1));
+    memset(d->tables, 0, sizeof(int32_t) * (size_t)(c->num_seqs * d->max_blocks + 1));
+    int next = 0;
+    for (s = 0; s < c->num_seqs; s++) {
+        d->lens[s] = c->lens[s];
+        for (int pos = 0; pos < c->lens[s]; pos++) {
+            if (pos % c->bs == 0) d->tables[s * d->max_blocks + pos / c->bs] = perm[next++];
+            int blk = d->tables[s * d->max_blocks + pos / c->bs];
+            for (int g = 0; g < c->Hk; g++)
+                for (int e = 0; e < c->D; e++) {
+                    size_t at = (((size_t)blk * c->Hk + g) * c->bs + pos % c->bs) * c->D + e;
+                    td_store(c->kv_dt, d->cache.key, at, attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale);
+                    td_store(c->kv_dt, d->cache.value, at, attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale);
+                }
+        }
+    }
+    for (size_t i = 0; i < slots; i++) {
+        d->kf[i] = tu_get(d->cache.key, c->kv_dt, i) * c->k_scale;
+        d->vf[i] = tu_get(d->cache.value, c->kv_dt, i) * c->v_scale;
+    }
+    free(perm);
+    size_t nq = (size_t)c->num_seqs * c->H * c->D + 1;
+    d->q = tu_alloc(nq * 4); d->qf = (float *)tu_alloc(nq * 4);
+    tu_fill(&rng, c->act_dt, d->q, d->qf, nq, -1.5f, 1.5f);
+    attn_alibi_slopes(c->H, d->slopes);
+    for (int h = 0; h < c->H; h++) d->sinks[h] = attn_test_rand_uniform(&rng, -2.0f, 2.0f);
+    d->p.num_heads = c->H; d->p.num_kv_heads = c->Hk; d->p.head_size = c->D;
+    d->p.sliding_window = c->window; d->p.logits_soft_cap = c->cap;
+    d->p.alibi_slopes = c->alibi ? d->slopes : NULL; d->p.sinks = c->sinks ? d->sinks : NULL;
+    d->ref_out = (double *)tu_alloc(nq * sizeof(double));
+    d->ref_lse = (double *)tu_alloc(((size_t)c->num_seqs * c->H + 1) * sizeof(double));
+    for (s = 0; s < c->num_seqs; s++) {
+        int L = c->lens[s];
+        size_t row = (size_t)c->Hk * c->D;
+        float *k = (float *)tu_alloc(((size_t)L * row + 1) * 4), *v = (float *)tu_alloc(((size_t)L * row + 1) * 4);
+        ref_gather_paged(d->kf, c->bs, c->Hk, c->D, d->tables + s * d->max_blocks, L, k);
+        ref_gather_paged(d->vf, c->bs, c->Hk, c->D, d->tables + s * d->max_blocks, L, v);
+        ref_attention(&d->p, 1, 1, L, d->qf + (size_t)s * c->H * c->D, 0, k, 0, v, 0,
+                      d->ref_out + (size_t)s * c->H * c->D, d->ref_lse + (size_t)s * c->H);
+        free(k); free(v);
+    }
+}
+
+static void td_free(td_data *d) {
+    free(d->mem); free(d->kf); free(d->vf); free(d->tables); free(d->lens);
+    free(d->q); free(d->qf); free(d->ref_out); free(d->ref_lse);
+}
+
+static attn_status td_run(const td_case *c, td_data *d, const attn_exec *e, attn_paged_version ver,
+                          void *out, float *lse) {
+    attn_rows q = {d->q, c->act_dt, 0}, o = {out, c->act_dt, 0};
+    size_t bytes = attn_paged_decode_workspace_size(&d->p, e, &d->cache, d->lens, c->num_seqs, ver);
+    void *ws = tu_alloc(bytes);
+    attn_status st = attn_paged_decode(&d->p, e, q, o, &d->cache, d->tables, d->max_blocks, d->lens,
+                                       c->num_seqs, ver, lse, ws, bytes);
+    free(ws);
+    return st;
+}
+
+static int td_check(const td_case *c, uint64_t seed) {
+    td_data d;
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas), fails = 0;
+    td_make(c, seed, &d);
+    size_t n_out = (size_t)c->num_seqs * c->H * c->D, esz = attn_dtype_size(c->act_dt);
+    size_t n_lse = (size_t)c->num_seqs * c->H;
+    char *o1 = (char *)tu_alloc(n_out * esz + 1), *o2 = (char *)tu_alloc(n_out * esz + 1);
+    char *o3 = (char *)tu_alloc(n_out * esz + 1);
+    float *l1 = (float *)tu_alloc(n_lse * 4 + 4), *l2 = (float *)tu_alloc(n_lse * 4 + 4);
+    float *l3 = (float *)tu_alloc(n_lse * 4 + 4);
+    double atol = tu_atol(c->act_dt) + (attn__is_fp8(c->kv_dt) ? 0.0 : 0.0);
+    for (int k = 0; k < n_isa; k++) {
+        attn_exec e1 = tu_exec(isas[k], 1), e2 = tu_exec(isas[k], 2);
+        int bad = 0, bad_lse = 0;
+        if (td_run(c, &d, &e1, ATTN_PAGED_V1, o1, l1) != ATTN_OK ||
+            td_run(c, &d, &e2, ATTN_PAGED_V2, o2, l2) != ATTN_OK ||
+            td_run(c, &d, &e2, ATTN_PAGED_AUTO, o3, l3) != ATTN_OK) { fails++; continue; }
+        size_t worst = 0; double worst_err = -1;
+        for (size_t i = 0; i < n_out; i++) {
+            double got = tu_get(o1, c->act_dt, i), err = fabs(got - d.ref_out[i]);
+            if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++; if (!(err <= worst_err)) { worst_err = err; worst = i; } }
+        }
+        for (size_t i = 0; i < n_lse; i++) {
+            double w = d.ref_lse[i];
+            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0) : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
+        }
+        int same = !memcmp(o1, o2, n_out * esz) && !memcmp(l1, l2, n_lse * 4) &&
+                   !memcmp(o1, o3, n_out * esz) && !memcmp(l1, l3, n_lse * 4);
+        if (bad || bad_lse || !same) {
+            fails++;
+            printf("  case H=%d Hk=%d D=%d bs=%d seqs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
+                   "isa=%s: %d bad (worst [%zu] got %.7g want %.7g), %d bad lse, v1/1t vs v2/2t vs "
+                   "auto %s\n", c->H, c->Hk, c->D, c->bs, c->num_seqs, attn_dtype_name(c->kv_dt),
+                   attn_dtype_name(c->act_dt), c->alibi, c->window, c->cap, c->sinks,
+                   attn_isa_name(isas[k]), bad, worst, worst_err >= 0 ? tu_get(o1, c->act_dt, worst) : 0.0,
+                   worst_err >= 0 ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
+        }
+    }
+    free(o1); free(o2); free(o3); free(l1); free(l2); free(l3);
+    td_free(&d);
+    return fails;
+}
+
+static td_case td_base(void) {
+    td_case c; memset(&c, 0, sizeof c);
+    c.H = 8; c.Hk = 2; c.D = 64; c.bs = 16; c.kv_dt = ATTN_F32; c.act_dt = ATTN_F32;
+    c.k_scale = c.v_scale = 1.0f;
+    return c;
+}
+
+TEST(decode_lengths_and_block_sizes) {
+    const int bss[] = {1, 8, 16, 32, 128};
+    int fails = 0;
+    for (int b = 0; b < 5; b++) {
+        int bs = bss[b];
+        int lens[10] = {0, 1, bs > 1 ? bs - 1 : 2, bs, bs + 1, 511, 512, 513, 1024 + 7, 9000};
+        td_case c = td_base();
+        c.bs = bs; c.num_seqs = 10; c.lens = lens; c.H = 4; c.Hk = 2; c.D = 32;
+        fails += td_check(&c, 1000 + (uint64_t)b);
+    }
+    CHECK_EQ_INT(fails, 0);
+}
+
+TEST(decode_head_sizes_and_gqa_ratios) {
+    const int Ds[] = {1, 8, 32, 64, 80, 96, 112, 128, 192, 256, 512};
+    int lens[3] = {700, 33, 1}, fails = 0;
+    for (int i = 0; i < 11; i++)
+        for (int hk = 8; hk >= 1; hk /= 2) {
+            td_case c = td_base();
+            c.H = 8; c.Hk = hk; c.D = Ds[i]; c.num_seqs = 3; c.lens = lens;
+            if (Ds[i] >= 192 && hk != 2) continue;
+            fails += td_check(&c, 1100 + (uint64_t)i * 10 + (uint64_t)hk);
+        }
+    CHECK_EQ_INT(fails, 0);
+}
+
+TEST(decode_every_bias_option) {
+    const int windows[] = {0, 1, 3, 16, 600, 100000};
+    int lens[4] = {1100, 5, 513, 0}, fails = 0;
+    for (int w = 0; w < 6; w++)
+        for (int opt = 0; opt < 8; opt++) {
+            td_case c = td_base();
+            c.num_seqs = 4; c.lens = lens; c.window = windows[w];
+            c.alibi = opt & 1; c.cap = (opt & 2) ? 3.0f : 0.0f; c.sinks = (opt >> 2) & 1;
+            fails += td_check(&c, 1200 + (uint64_t)(w * 8 + opt));
+        }
+    CHECK_EQ_INT(fails, 0);
+}
+
+TEST(decode_every_kv_and_activation_dtype) {
+    int lens[3] = {600, 17, 64}, fails = 0;
+    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+        for (int act = ATTN_F32; act <= ATTN_BF16; act++) {
+            td_case c = td_base();
+            c.num_seqs = 3; c.lens = lens; c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)act;
+            c.D = 80;
+            if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+            fails += td_check(&c, 1300 + (uint64_t)(kv * 4 + act));
+        }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise). */
+TEST(decode_alone_equals_in_batch_of_64) {
+    int lens[64];
+    uint64_t rng = 77;
+    for (int i = 0; i < 64; i++) lens[i] = attn_test_rand_int(&rng, 0, 1500);
+    lens[20] = 1234;
+    td_case c = td_base();
+    c.num_seqs = 64; c.lens = lens; c.kv_dt = ATTN_BF16; c.alibi = 1; c.sinks = 1;
+    td_data d;
+    td_make(&c, 1400, &d);
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    size_t row = (size_t)c.H * c.D;
+    for (int k = 0; k < n_isa; k++) {
+        attn_exec e = tu_exec(isas[k], 2);
+        float *batch = (float *)tu_alloc(64 * row * 4), alone[8 * 64];
+        REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V2, batch, NULL) == ATTN_OK);
+        attn_rows q = {(float *)d.q + 20 * row, ATTN_F32, 0}, o = {alone, ATTN_F32, 0};
+        size_t bytes = attn_paged_decode_workspace_size(&d.p, &e, &d.cache, d.lens + 20, 1, ATTN_PAGED_V1);
+        void *ws = tu_alloc(bytes);
+        CHECK_STATUS(attn_paged_decode(&d.p, &e, q, o, &d.cache, d.tables + 20 * d.max_blocks,
+                                       d.max_blocks, d.lens + 20, 1, ATTN_PAGED_V1, NULL, ws, bytes), ATTN_OK);
+        CHECK_BITEQ(alone, batch + 20 * row, row * 4);
+        free(ws); free(batch);
+    }
+    td_free(&d);
+}
+
+TEST(decode_version_rule_matches_vllm) {
+    attn_params p; memset(&p, 0, sizeof p);
+    p.num_heads = 32; p.num_kv_heads = 8; p.head_size = 128;
+    int32_t l512[1] = {512}, l513[1] = {513}, l8192[16], l8193[1] = {8193};
+    for (int i = 0; i < 16; i++) l8192[i] = 8192;
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l512, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V1);
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l513, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V2);
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V2);  /* 16*32 = 512 */
+    p.num_heads = 64; p.num_kv_heads = 8;
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V1);  /* 1024 > 512 */
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l8193, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V2);
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l513, 1, ATTN_PAGED_V1), ATTN_PAGED_V1);
+}
+
+TEST(decode_rejects_bad_input_and_writes_nothing) {
+    int lens[2] = {40, 3};
+    td_case c = td_base();
+    c.num_seqs = 2; c.lens = lens;
+    td_data d;
+    td_make(&c, 1500, &d);
+    float out[2 * 8 * 64];
+    attn_rows q = {d.q, ATTN_F32, 0}, o = {out, ATTN_F32, 0};
+    size_t bytes = attn_paged_decode_workspace_size(&d.p, NULL, &d.cache, d.lens, 2, ATTN_PAGED_AUTO);
+    void *ws = tu_alloc(bytes);
+    for (int i = 0; i < 2 * 8 * 64; i++) out[i] = 5.0f;
+    CHECK(bytes > 0);
+    int32_t too_long[2] = {40, 16 * d.max_blocks + 1}, negative[2] = {40, -1};
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, too_long, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, negative, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    int32_t saved = d.tables[1];
+    d.tables[1] = d.cache.num_blocks;
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    d.tables[1] = -3;
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    d.tables[1] = saved;
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, NULL, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, NULL, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, (attn_paged_version)7, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    attn_params wrong = d.p; wrong.head_size = 32;
+    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    wrong = d.p; wrong.num_kv_heads = 4;
+    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    for (int i = 0; i < 2 * 8 * 64; i++) CHECK_NEAR(out[i], 5.0, 0.0);
+    free(ws);
+    td_free(&d);
+}
+
+#define TEST_DECODE_LIST                                                                          \
+    ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
+    ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
+    ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
+    ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)

@@ -1,0 +1,31 @@
+/* The one test runner: every test file is included into this translation unit so private
+   attn__ functions can be tested too. Usage: test_main [--list] [-v] [name-filter ...] */
+#define ATTN_IMPLEMENTATION
+#include "../attn.h"
+#define ATTN_TEST_IMPLEMENTATION
+#include "attn_test.h"
+#include "ref.h"
+#include "test_util.h"
+
+#include "test_ref.c"
+#include "test_core.c"
+#include "test_sdpa.c"
+#include "test_kv.c"
+#include "test_decode.c"
+#include "test_paged_prefill.c"
+#include "test_forward.c"
+
+static const attn_test_entry all_tests[] = {
+    TEST_REF_LIST,
+    TEST_CORE_LIST,
+    TEST_SDPA_LIST,
+    TEST_KV_LIST,
+    TEST_DECODE_LIST,
+    TEST_PAGED_PREFILL_LIST,
+    TEST_FORWARD_LIST,
+    {NULL, NULL}};
+
+int main(int argc, char **argv) {
+    printf("%s\n%s\n", attn_build_info(), attn_cpu_features());
+    return attn_test_run(all_tests, argc, argv);
+}

@@ -1,0 +1,151 @@
+/* attn_paged_prefill (chunked prefill over a cached prefix) and attn_merge_states. The cache
+   comes from td_make (test_decode.c): shuffled blocks, NaN in every unused slot. */
+
+/* Sequence s has context ctx[s] cached tokens and chunk[s] new ones: seq_len = ctx + chunk. */
+static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uint64_t seed) {
+    int lens[16], fails = 0, s;
+    int32_t qsl[17];
+    for (s = 0; s < c.num_seqs; s++) lens[s] = ctx[s] + chunk[s];
+    c.lens = lens;
+    td_data d;
+    td_make(&c, seed, &d);
+    qsl[0] = 0;
+    for (s = 0; s < c.num_seqs; s++) qsl[s + 1] = qsl[s] + chunk[s];
+    size_t row = (size_t)c.H * c.D, nq = (size_t)qsl[c.num_seqs] * row + 1;
+    void *q = tu_alloc(nq * 4);
+    float *qf = (float *)tu_alloc(nq * 4);
+    uint64_t rng = seed * 3 + 1;
+    tu_fill(&rng, c.act_dt, q, qf, nq, -1.5f, 1.5f);
+    double *ref = (double *)tu_alloc(nq * sizeof(double)), *ref_lse = (double *)tu_alloc(nq * sizeof(double));
+    for (s = 0; s < c.num_seqs; s++) {
+        size_t kr = (size_t)c.Hk * c.D;
+        float *k = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4), *v = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4);
+        ref_gather_paged(d.kf, c.bs, c.Hk, c.D, d.tables + s * d.max_blocks, lens[s], k);
+        ref_gather_paged(d.vf, c.bs, c.Hk, c.D, d.tables + s * d.max_blocks, lens[s], v);
+        ref_attention(&d.p, causal, chunk[s], lens[s], qf + (size_t)qsl[s] * row, 0, k, 0, v, 0,
+                      ref + (size_t)qsl[s] * row, ref_lse + (size_t)qsl[s] * c.H);
+        free(k); free(v);
+    }
+    size_t n_out = (size_t)qsl[c.num_seqs] * row, esz = attn_dtype_size(c.act_dt);
+    char *o1 = (char *)tu_alloc(n_out * esz + 1), *o2 = (char *)tu_alloc(n_out * esz + 1);
+    float *l1 = (float *)tu_alloc(nq * 4), *l2 = (float *)tu_alloc(nq * 4);
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    for (int k = 0; k < n_isa; k++) {
+        int bad = 0, bad_lse = 0;
+        for (int t = 1; t <= 2; t++) {
+            attn_exec e = tu_exec(isas[k], t);
+            attn_rows rq = {q, c.act_dt, 0}, ro = {t == 1 ? o1 : o2, c.act_dt, 0};
+            size_t bytes = attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, c.num_seqs);
+            void *ws = tu_alloc(bytes);
+            if (attn_paged_prefill(&d.p, &e, rq, ro, &d.cache, d.tables, d.max_blocks, qsl, d.lens,
+                                   c.num_seqs, causal, t == 1 ? l1 : l2, ws, bytes) != ATTN_OK) bad++;
+            free(ws);
+        }
+        for (size_t i = 0; i < n_out; i++) {
+            double err = fabs(tu_get(o1, c.act_dt, i) - ref[i]);
+            bad += !(err <= tu_atol(c.act_dt) + 1e-3 * fabs(ref[i]));
+        }
+        for (size_t i = 0; i < (size_t)qsl[c.num_seqs] * c.H; i++) {
+            double w = ref_lse[i];
+            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0) : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
+        }
+        int same = !memcmp(o1, o2, n_out * esz);
+        if (bad || bad_lse || !same) {
+            fails++;
+            printf("  paged prefill H=%d Hk=%d D=%d bs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
+                   "causal=%d isa=%s: %d bad, %d bad lse, threads %s\n", c.H, c.Hk, c.D, c.bs,
+                   attn_dtype_name(c.kv_dt), attn_dtype_name(c.act_dt), c.alibi, c.window, c.cap,
+                   c.sinks, causal, attn_isa_name(isas[k]), bad, bad_lse, same ? "equal" : "DIFFER");
+        }
+    }
+    free(q); free(qf); free(ref); free(ref_lse); free(o1); free(o2); free(l1); free(l2);
+    td_free(&d);
+    return fails;
+}
+
+TEST(paged_prefill_contexts_and_chunks) {
+    const int ctxs[] = {0, 1, 15, 700}, chunks[] = {1, 17, 512};
+    int fails = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 3; b++) {
+            int ctx[2] = {ctxs[a], ctxs[3 - a]}, chunk[2] = {chunks[b], chunks[2 - b]};
+            td_case c = td_base();
+            c.num_seqs = 2; c.H = 4; c.Hk = 2; c.D = 32;
+            fails += tp_check(c, ctx, chunk, 1, 2000 + (uint64_t)(a * 3 + b));
+        }
+    CHECK_EQ_INT(fails, 0);
+}
+
+TEST(paged_prefill_every_option_and_dtype) {
+    int ctx[3] = {100, 0, 33}, chunk[3] = {40, 70, 1}, fails = 0;
+    for (int opt = 0; opt < 16; opt++) {
+        td_case c = td_base();
+        c.num_seqs = 3; c.D = 48; c.bs = (opt & 1) ? 7 : 16;
+        c.alibi = (opt >> 1) & 1; c.window = (opt & 4) ? 50 : 0; c.cap = (opt & 8) ? 4.0f : 0.0f;
+        c.sinks = opt == 15;
+        fails += tp_check(c, ctx, chunk, 1, 2100 + (uint64_t)opt);
+    }
+    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+        for (int act = ATTN_F32; act <= ATTN_BF16; act++) {
+            td_case c = td_base();
+            c.num_seqs = 3; c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)act;
+            if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.02f; c.v_scale = 0.005f; }
+            fails += tp_check(c, ctx, chunk, 1, 2200 + (uint64_t)(kv * 4 + act));
+        }
+    td_case nc = td_base();  /* non-causal (cross attention over a cached encoder) */
+    nc.num_seqs = 3;
+    fails += tp_check(nc, ctx, chunk, 0, 2300);
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* Splitting the keys in two (prefix in the cache, the rest as plain rows) and merging with
+   attn_merge_states gives the unsplit result. */
+TEST(merge_states_of_a_split_equals_unsplit) {
+    enum { H = 4, Hk = 2, D = 32, LQ = 20, LK = 90, SPLIT = 37 };
+    uint64_t rng = 2400;
+    float q[LQ * H * D], k[LK * Hk * D], v[LK * Hk * D], qf[LQ * H * D];
+    tu_fill(&rng, ATTN_F32, q, qf, LQ * H * D, -1, 1);
+    tu_fill(&rng, ATTN_F32, k, qf, LK * Hk * D, -1, 1);
+    tu_fill(&rng, ATTN_F32, v, qf, LK * Hk * D, -1, 1);
+    attn_params p; memset(&p, 0, sizeof p);
+    p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
+    float full[LQ * H * D], a[LQ * H * D], b[LQ * H * D], merged[LQ * H * D];
+    float lf[LQ * H], la[LQ * H], lb[LQ * H], lm[LQ * H];
+    int32_t cq[2] = {0, LQ}, cf[2] = {0, LK}, ca[2] = {0, SPLIT}, cb[2] = {0, LK - SPLIT};
+    size_t bytes = attn_sdpa_workspace_size(&p, NULL, cq, cf, 1);
+    void *ws = tu_alloc(bytes);
+    attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, rv = {v, ATTN_F32, 0};
+    attn_rows rk2 = {k + SPLIT * Hk * D, ATTN_F32, 0}, rv2 = {v + SPLIT * Hk * D, ATTN_F32, 0};
+    attn_rows of = {full, ATTN_F32, 0}, oa = {a, ATTN_F32, 0}, ob = {b, ATTN_F32, 0}, om = {merged, ATTN_F32, 0};
+    CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk, rv, of, cq, cf, 1, 0, lf, ws, bytes), ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk, rv, oa, cq, ca, 1, 0, la, ws, bytes), ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk2, rv2, ob, cq, cb, 1, 0, lb, ws, bytes), ATTN_OK);
+    CHECK_STATUS(attn_merge_states(LQ, H, D, oa, la, ob, lb, om, lm), ATTN_OK);
+    CHECK_ALLCLOSE(merged, full, LQ * H * D, 2e-6, 1e-5);
+    CHECK_ALLCLOSE(lm, lf, LQ * H, 2e-6, 1e-6);
+    /* -inf on one side passes the other through; both -inf give 0 / -inf; in place works */
+    for (int i = 0; i < LQ * H; i++) lb[i] = -INFINITY;
+    for (int i = 0; i < LQ * H * D; i++) b[i] = NAN;  /* must not leak through a zero weight */
+    CHECK_STATUS(attn_merge_states(LQ, H, D, oa, la, ob, lb, oa, lm), ATTN_OK);
+    CHECK_ALLCLOSE(lm, la, LQ * H, 0, 0);
+    for (int i = 0; i < LQ * H; i++) la[i] = -INFINITY;
+    CHECK_STATUS(attn_merge_states(LQ, H, D, oa, la, ob, lb, om, lm), ATTN_OK);
+    for (int i = 0; i < LQ * H * D; i++) CHECK(merged[i] == 0.0f);
+    for (int i = 0; i < LQ * H; i++) CHECK(isinf(lm[i]) && lm[i] < 0);
+    double ra[4] = {1, 2, 3, 4}, rb[4] = {5, 6, 7, 8}, rla[2] = {0.5, -1}, rlb[2] = {0.1, 2}, ro[4], rl[2];
+    ref_merge(1, 2, 2, ra, rla, rb, rlb, ro, rl);  /* the reference agrees with the library */
+    float fa[4] = {1, 2, 3, 4}, fb[4] = {5, 6, 7, 8}, fla[2] = {0.5f, -1}, flb[2] = {0.1f, 2}, fo[4], fl[2];
+    attn_rows xa = {fa, ATTN_F32, 0}, xb = {fb, ATTN_F32, 0}, xo = {fo, ATTN_F32, 0};
+    CHECK_STATUS(attn_merge_states(1, 2, 2, xa, fla, xb, flb, xo, fl), ATTN_OK);
+    CHECK_ALLCLOSE_D(fo, ro, 4, 1e-6, 1e-6);
+    CHECK_ALLCLOSE_D(fl, rl, 2, 1e-6, 1e-6);
+    CHECK_STATUS(attn_merge_states(1, 2, 2, xa, NULL, xb, flb, xo, fl), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_merge_states(1, 2, 0, xa, fla, xb, flb, xo, fl), ATTN_ERR_INVALID_ARG);
+    free(ws);
+}
+
+#define TEST_PAGED_PREFILL_LIST                                                                   \
+    ATTN_TEST_ENTRY(paged_prefill_contexts_and_chunks),                                           \
+    ATTN_TEST_ENTRY(paged_prefill_every_option_and_dtype),                                        \
+    ATTN_TEST_ENTRY(merge_states_of_a_split_equals_unsplit)

@@ -1,0 +1,85 @@
+/* test_util.h - helpers shared by the attn.h tests (not part of the library).
+   Included into the single test translation unit after attn.h, attn_test.h and ref.h. */
+#ifndef ATTN_TEST_UTIL_H
+#define ATTN_TEST_UTIL_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#define CHECK_STATUS(expr, want)                                                                  \
+    do {                                                                                          \
+        attn_status got_st_ = (expr), want_st_ = (want);                                          \
+        if (got_st_ != want_st_) {                                                                \
+            CHECK_MSG(0, "%s returned %s, want %s", #expr, attn_status_str(got_st_),              \
+                      attn_status_str(want_st_));                                                 \
+        }                                                                                         \
+    } while (0)
+
+/* The ISAs this machine can run, scalar first. */
+static int tu_isas(attn_isa *out) {
+    static const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON};
+    int n = 0;
+    for (int i = 0; i < 4; i++)
+        if (attn_isa_supported(all[i])) out[n++] = all[i];
+    return n;
+}
+
+static attn_exec tu_exec(attn_isa isa, int threads) {
+    attn_exec e;
+    memset(&e, 0, sizeof e);
+    e.isa = isa;
+    e.num_threads = threads;
+    return e;
+}
+
+/* A caller "pool" that runs items serially but in a scrambled order and with rotating thread
+   indices, so tests can see that results never depend on who runs which item. */
+typedef struct tu_pool { int calls; } tu_pool;
+static void tu_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task, void *ctx) {
+    tu_pool *p = (tu_pool *)pool;
+    p->calls++;
+    for (int k = 0; k < num_items; k++) {
+        int item = (int)(((int64_t)k * 7919 + 13) % num_items);  /* 7919 is prime: a permutation
+                                                                    when it does not divide n */
+        if (num_items % 7919 == 0) item = num_items - 1 - k;
+        task(ctx, item, k % num_threads);
+    }
+}
+
+/* Random activations: fills `f` with values in [lo, hi) rounded to dtype and writes the dtype
+   encoding to `raw` (the float copy is what the reference sees). */
+static void tu_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) {
+        float x = attn_test_rand_uniform(rng, lo, hi);
+        switch (dt) {
+            case ATTN_F16: ((uint16_t *)raw)[i] = attn_f32_to_f16(x); x = attn_f16_to_f32(((uint16_t *)raw)[i]); break;
+            case ATTN_BF16: ((uint16_t *)raw)[i] = attn_f32_to_bf16(x); x = attn_bf16_to_f32(((uint16_t *)raw)[i]); break;
+            default: ((float *)raw)[i] = x; break;
+        }
+        f[i] = x;
+    }
+}
+
+/* Element i of raw rows in dtype dt, as f32. */
+static float tu_get(const void *raw, attn_dtype dt, size_t i) {
+    switch (dt) {
+        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)raw)[i]);
+        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)raw)[i]);
+        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)raw)[i]);
+        case ATTN_FP8_E5M2: return attn_fp8_e5m2_to_f32(((const uint8_t *)raw)[i]);
+        default: return ((const float *)raw)[i];
+    }
+}
+
+/* Tolerances for comparing an output in dtype dt with the double reference. */
+static double tu_atol(attn_dtype out_dt) {
+    return out_dt == ATTN_F32 ? 2e-5 : out_dt == ATTN_F16 ? 2e-3 : 1.6e-2;
+}
+
+static void *tu_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+#endif
