@@ -121,7 +121,11 @@
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 #ifdef ATTN_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTNDEF static __attribute__((unused))  /* a unit need not call every function */
+#else
 #define ATTNDEF static
+#endif
 #else
 #define ATTNDEF extern
 #endif

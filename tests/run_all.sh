@@ -18,7 +18,8 @@ for c in "$@"; do
     done
 done
 echo "=== compile checks"
-last=$(sh tests/compile_checks.sh "$CC" "$CXX" "$B" | tee /dev/stderr | tail -n 1)
+sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1
+cat "$B/compile_checks.log"; last=$(tail -n 1 "$B/compile_checks.log")
 add "$last"
 echo "=== examples"
 ep=0; ef=0

@@ -177,7 +177,7 @@ TEST(forward_encoder_decoder_and_encoder_only) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = TF_H; p.num_kv_heads = TF_HK; p.head_size = TF_D;
     uint64_t rng = 3100;
-    float eq[ENC * TF_QW], ek[ENC * TF_KW], ev[ENC * TF_KW], dq[DEC * TF_QW], junk[ENC * TF_KW];
+    float eq[ENC * TF_QW], ek[ENC * TF_KW], ev[ENC * TF_KW], dq[DEC * TF_QW], junk[ENC * TF_QW];
     tu_fill(&rng, ATTN_F32, eq, junk, ENC * TF_QW, -1, 1);
     tu_fill(&rng, ATTN_F32, ek, junk, ENC * TF_KW, -1, 1);
     tu_fill(&rng, ATTN_F32, ev, junk, ENC * TF_KW, -1, 1);

@@ -104,10 +104,10 @@ TEST(paged_prefill_every_option_and_dtype) {
 TEST(merge_states_of_a_split_equals_unsplit) {
     enum { H = 4, Hk = 2, D = 32, LQ = 20, LK = 90, SPLIT = 37 };
     uint64_t rng = 2400;
-    float q[LQ * H * D], k[LK * Hk * D], v[LK * Hk * D], qf[LQ * H * D];
-    tu_fill(&rng, ATTN_F32, q, qf, LQ * H * D, -1, 1);
-    tu_fill(&rng, ATTN_F32, k, qf, LK * Hk * D, -1, 1);
-    tu_fill(&rng, ATTN_F32, v, qf, LK * Hk * D, -1, 1);
+    float q[LQ * H * D], k[LK * Hk * D], v[LK * Hk * D], copy[LK * Hk * D];  /* copy: unused f32 twin */
+    tu_fill(&rng, ATTN_F32, q, copy, LQ * H * D, -1, 1);
+    tu_fill(&rng, ATTN_F32, k, copy, LK * Hk * D, -1, 1);
+    tu_fill(&rng, ATTN_F32, v, copy, LK * Hk * D, -1, 1);
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
     float full[LQ * H * D], a[LQ * H * D], b[LQ * H * D], merged[LQ * H * D];
