@@ -1716,9 +1716,17 @@ ATTN__PRIVATE void attn__write_kv_row(const attn__kernels *kern, void *dst, attn
     }
 }
 
-/* Item k writes the tokens whose block b has b % num_items == k, in token order. Every write to
-   a block therefore comes from one item, so duplicate slots resolve to the last token no matter
-   how many threads run the items or in which order: the result equals the serial loop's. */
+/* The work item that owns block b: Fibonacci hashing (the high bits of b * 2^32/phi, scaled to
+   n), which spreads consecutive and strided block ids evenly where b % n would not (e.g. the
+   even ids of one of two sequences that allocated alternately). */
+ATTN__PRIVATE int attn__block_owner(int64_t b, int n) {
+    uint32_t h = (uint32_t)b * 2654435769u;
+    return (int)(((uint64_t)h * (uint32_t)n) >> 32);
+}
+
+/* Item k writes, in token order, the tokens whose block it owns. Every write to a block therefore
+   comes from one item, so duplicate slots resolve to the last token no matter how many threads
+   run the items or in which order: the result equals the serial loop's. */
 ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
     const attn__write_kv_ctx *w = (const attn__write_kv_ctx *)ctx;
     const attn_kv_cache *c = w->cache;
@@ -1730,7 +1738,7 @@ ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
         int64_t s = w->slots[t];
         if (s < 0) continue;  /* -1 = padding; never derive a block from it */
         int64_t blk = s / bs, off = s % bs;
-        if (blk % w->num_items != item) continue;
+        if (attn__block_owner(blk, w->num_items) != item) continue;
         for (int h = 0; h < Hk; h++) {
             size_t at = (size_t)(((blk * Hk + h) * bs + off) * D) * cesz;
             size_t kat = (size_t)(t * w->key.stride + (int64_t)h * D) * kesz;
