@@ -1508,13 +1508,36 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
 }
 
+/* The part of every prefill plan that does not depend on where keys come from: workspace,
+   work items, queries, outputs, lse. */
+ATTN__PRIVATE attn_status attn__prefill_plan_rows_out(attn__prefill_plan *P, const attn_params *params,
+                                                      const attn_exec *exec, attn_rows q, attn_rows out,
+                                                      const int32_t *q_start, int num_seqs, int causal,
+                                                      float *lse, char *ws, size_t ws_bytes,
+                                                      int64_t *items) {
+    int64_t *item_start = NULL;
+    int H = params->num_heads, D = params->head_size;
+    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    memset(P, 0, sizeof *P);
+    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
+                            &P->scratch_bytes);
+    P->item_start = item_start;
+    *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
+    ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
+    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
+    P->out = (char *)out.data; P->out_dtype = out.dtype;
+    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
+    P->lse = lse;
+    return ATTN_OK;
+}
+
 /* Validates and fills a prefill plan that reads keys from rows (attn_sdpa, attn_forward). */
 ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_params *params,
                                           const attn_exec *exec, attn_rows q, attn_rows k,
                                           attn_rows v, attn_rows out, const int32_t *cu_q,
                                           const int32_t *cu_k, int num_seqs, int causal, float *lse,
                                           char *ws, size_t ws_bytes, int64_t *items) {
-    int64_t *item_start = NULL;
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__TRY(attn__offsets_check(cu_q, num_seqs));
     ATTN__TRY(attn__offsets_check(cu_k, num_seqs));
@@ -1525,18 +1548,7 @@ ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_para
     ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
     ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
     ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
-    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-    memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
-                            &P->scratch_bytes);
-    P->item_start = item_start;
-    *items = attn__prefill_plan_init(P, params, cu_q, num_seqs, causal);
-    ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
-    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
-    P->out = (char *)out.data; P->out_dtype = out.dtype;
-    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
-    P->lse = lse;
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, ws, ws_bytes, items));
     P->source = ATTN__KV_ROWS;
     P->k = (const char *)k.data; P->v = (const char *)v.data; P->kv_dtype = k.dtype;
     P->k_stride = k.stride ? k.stride : (int64_t)Hk * D;
@@ -2211,7 +2223,6 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
                                                    int max_blocks, const int32_t *q_start,
                                                    const int32_t *seq_lens, int num_seqs, int causal,
                                                    float *lse, char *ws, size_t ws_bytes, int64_t *items) {
-    int64_t *item_start = NULL;
     int H = params->num_heads, D = params->head_size;
     ATTN__TRY(attn__cache_matches(params, cache));
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
@@ -2219,18 +2230,7 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
     ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
     ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
-    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-    memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
-                            &P->scratch_bytes);
-    P->item_start = item_start;
-    *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
-    ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
-    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
-    P->out = (char *)out.data; P->out_dtype = out.dtype;
-    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
-    P->lse = lse;
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, ws, ws_bytes, items));
     P->source = ATTN__KV_PAGED;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
