@@ -1,229 +1,967 @@
-/* attn_bench - throughput of attn.h against this machine's measured limits.
-   usage: attn_bench [peak|prefill|decode|all] [-t threads] [-r reps] [-S len,...] [-D dim,...]
-                     [--dtype f32|bf16|f16] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
-                     [--seqs N] [--ctx N] [--isa auto|scalar|avx2|avx512]
-   Prefill: useful GFLOP/s (causal counts visible pairs only, 4*D FLOPs per pair and head) as a
-   % of the fp32 FMA peak. Decode: KV GB/s and time as a % of the roofline
-   max(KV bytes / read bandwidth, FLOPs / FMA peak). Medians over -r repetitions. */
+/* attn_bench - llama-bench style throughput benchmark of attn.h against this machine's limits.
+
+   attn_bench [peak|prefill|decode|paged-prefill|all ...] [options]     (attn_bench -h for the list)
+
+   In one run and on the same threads it measures the machine's limits (fp32 FMA peak, memory
+   read bandwidth) and then the kernels: prefill = attn_sdpa, decode = attn_paged_decode over a
+   shuffled paged cache, paged-prefill = attn_paged_prefill (a chunk over a cached prefix, next to
+   attn_sdpa on the same work). Each row: median and stddev over -r timed runs after one warm-up,
+   useful GFLOP/s (prefill) or KV GB/s (decode), and the % of the relevant limit.
+   Output: markdown table (default), CSV (-o csv, '#' comment lines first) or JSON (-o json).
+   Build: make bench  (cc -std=c99 -O3 -fopenmp -I. bench/attn_bench.c -lm). See bench/README.md. */
 #define _POSIX_C_SOURCE 200809L
 #define ATTN_IMPLEMENTATION
 #include "attn.h"
+
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__x86_64__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BENCH_X86 1
 #include <immintrin.h>
-#endif
-
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
-static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_d); return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
-
-static int g_threads = 2, g_reps = 5;
-static attn_isa g_isa = ATTN_ISA_AUTO;
-static double g_peak, g_bw;
-
-/* ---- machine limits ---- */
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static float fma_loop(long n) {
-    __m256 a0 = _mm256_set1_ps(1), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
-    const __m256 m = _mm256_set1_ps(0.99999f), c = _mm256_set1_ps(1e-6f);
-    for (long k = 0; k < n; k++) {
-        a0 = _mm256_fmadd_ps(a0, m, c); a1 = _mm256_fmadd_ps(a1, m, c); a2 = _mm256_fmadd_ps(a2, m, c);
-        a3 = _mm256_fmadd_ps(a3, m, c); a4 = _mm256_fmadd_ps(a4, m, c); a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c); a7 = _mm256_fmadd_ps(a7, m, c); a8 = _mm256_fmadd_ps(a8, m, c);
-        a9 = _mm256_fmadd_ps(a9, m, c);
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(_mm256_add_ps(a6, a7), _mm256_add_ps(a8, a9))));
-    float o[8]; _mm256_storeu_ps(o, s); return o[0];
-}
-__attribute__((target("avx512f"))) static float fma_loop512(long n) {
-    __m512 a0 = _mm512_set1_ps(1), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
-    const __m512 m = _mm512_set1_ps(0.99999f), c = _mm512_set1_ps(1e-6f);
-    for (long k = 0; k < n; k++) {
-        a0 = _mm512_fmadd_ps(a0, m, c); a1 = _mm512_fmadd_ps(a1, m, c); a2 = _mm512_fmadd_ps(a2, m, c);
-        a3 = _mm512_fmadd_ps(a3, m, c); a4 = _mm512_fmadd_ps(a4, m, c); a5 = _mm512_fmadd_ps(a5, m, c);
-        a6 = _mm512_fmadd_ps(a6, m, c); a7 = _mm512_fmadd_ps(a7, m, c); a8 = _mm512_fmadd_ps(a8, m, c);
-        a9 = _mm512_fmadd_ps(a9, m, c);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-        _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(_mm512_add_ps(a6, a7), _mm512_add_ps(a8, a9)))));
-}
-__attribute__((target("avx2"))) static double read_sum(const float *p, size_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i)); s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
-        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16)); s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
-    }
-    float o[8]; _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    return o[0];
-}
-#endif
-
-static void measure_limits(void) {
-    long n = 20000000;
-    int wide = attn_best_isa() == ATTN_ISA_AVX512;
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        double t0 = now(), sink = 0;
-#pragma omp parallel num_threads(g_threads) reduction(+ : sink)
-        {
-#if defined(__x86_64__)
-            sink += wide ? fma_loop512(n) : fma_loop(n);
-#endif
-        }
-        double t = now() - t0, gf = (double)g_threads * n * 10 * (wide ? 16 : 8) * 2 / t * 1e-9;
-        if (gf > best) best = gf;
-        if (sink == 12345.0) printf(" ");
-    }
-    g_peak = best;
-    size_t bytes = (size_t)1 << 30, nf = bytes / 4;
-    float *buf = (float *)malloc(bytes);
-#pragma omp parallel for num_threads(g_threads) schedule(static)
-    for (long i = 0; i < (long)nf; i++) buf[i] = (float)(i & 7);
-    double times[5];
-    for (int r = 0; r < 5; r++) {
-        double t0 = now(), sink = 0;
-#pragma omp parallel num_threads(g_threads) reduction(+ : sink)
-        {
-#ifdef _OPENMP
-            int id = omp_get_thread_num(), nt = omp_get_num_threads();
 #else
-            int id = 0, nt = 1;
+#define BENCH_X86 0
 #endif
-            size_t per = nf / (size_t)nt;
-#if defined(__x86_64__)
-            sink += read_sum(buf + per * (size_t)id, per);
+
+#ifdef __clang__
+#define COMPILER __VERSION__
+#elif defined(__GNUC__)
+#define COMPILER "gcc " __VERSION__
+#else
+#define COMPILER "unknown compiler"
 #endif
-        }
-        times[r] = now() - t0;
-        if (sink == 12345.0) printf(" ");
+
+#define MAXL 16       /* entries of a comma list */
+#define MAXREPS 100
+
+/* ---------------------------------------------------------------------------------------------
+   Options */
+typedef struct { int n; int v[MAXL]; } ilist;
+
+enum { FMT_MD, FMT_CSV, FMT_JSON };
+enum { M_PEAK = 1, M_PREFILL = 2, M_DECODE = 4, M_PPREFILL = 8, M_ALL = 16 };
+
+static struct {
+    unsigned modes;
+    ilist threads, S, D, seqs, ctx, bs, chunk, prefix, dtype, kv_dtype, version;
+    int H, Hk, reps, causal, fmt, progress;
+    attn_isa isa;
+    attn_gemm gemm;
+    double bw_mib, given_gflops, given_gbs;
+    int cap_slow;     /* `all`: a case whose warm-up took > 2 s runs at most 3 reps */
+} g;
+
+static ilist one(int v) { ilist l; l.n = 1; l.v[0] = v; return l; }
+static ilist two(int a, int b) { ilist l; l.n = 2; l.v[0] = a; l.v[1] = b; return l; }
+
+/* ---------------------------------------------------------------------------------------------
+   Time and statistics */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+typedef struct { double median, stddev, best; } stats;
+static stats stats_of(const double *t, int n) {
+    double s[MAXREPS], mean = 0, var = 0;
+    stats r;
+    memcpy(s, t, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    for (int i = 0; i < n; i++) mean += s[i] / n;
+    for (int i = 0; i < n; i++) var += (s[i] - mean) * (s[i] - mean);
+    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    r.stddev = n > 1 ? sqrt(var / (n - 1)) : 0.0;
+    r.best = s[0];
+    return r;
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static void progress(const char *fmt, const char *what) {
+    static double t0 = 0;
+    if (!g.progress) return;
+    if (t0 == 0) t0 = now_s();
+    fprintf(stderr, "[%7.1fs] ", now_s() - t0);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+}
+
+static void *xalloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) bytes = 64;
+    if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Machine limits: fp32 FMA peak (independent FMA chains in registers) and read bandwidth. */
+#define ACC12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define FMA_M 0.9999999f   /* a <- a*m + c converges to c/(1-m): no overflow, no denormals */
+#define FMA_C 1e-7f
+
+#if BENCH_X86
+__attribute__((target("avx2,fma"))) static float fma_avx2(long iters) {
+    const __m256 m = _mm256_set1_ps(FMA_M), c = _mm256_set1_ps(FMA_C);
+    __m256 s = _mm256_setzero_ps();
+#define D8(i) __m256 a##i = _mm256_set1_ps(1.0f + 0.01f * (i));
+#define F8(i) a##i = _mm256_fmadd_ps(a##i, m, c);
+#define S8(i) s = _mm256_add_ps(s, a##i);
+    ACC12(D8)
+    for (long k = 0; k < iters; k++) { ACC12(F8) }
+    ACC12(S8)
+    float o[8];
+    _mm256_storeu_ps(o, s);
+    return o[0] + o[7];
+}
+__attribute__((target("avx512f"))) static float fma_avx512(long iters) {
+    const __m512 m = _mm512_set1_ps(FMA_M), c = _mm512_set1_ps(FMA_C);
+    __m512 s = _mm512_setzero_ps();
+#define D16(i) __m512 a##i = _mm512_set1_ps(1.0f + 0.01f * (i));
+#define F16(i) a##i = _mm512_fmadd_ps(a##i, m, c);
+#define S16(i) s = _mm512_add_ps(s, a##i);
+    ACC12(D16)
+    for (long k = 0; k < iters; k++) { ACC12(F16) }
+    ACC12(S16)
+    float o[16];
+    _mm512_storeu_ps(o, s);
+    return o[0] + o[15];
+}
+/* Sums n uint32 words (n % 64 == 0) with 4 independent 256-bit accumulators. */
+__attribute__((target("avx2"))) static uint32_t read_avx2(const uint32_t *p, size_t n) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    const __m256i *v = (const __m256i *)p;
+    for (size_t i = 0; i < n / 8; i += 8) {
+        s0 = _mm256_add_epi32(s0, _mm256_add_epi32(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 1)));
+        s1 = _mm256_add_epi32(s1, _mm256_add_epi32(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 3)));
+        s2 = _mm256_add_epi32(s2, _mm256_add_epi32(_mm256_load_si256(v + i + 4), _mm256_load_si256(v + i + 5)));
+        s3 = _mm256_add_epi32(s3, _mm256_add_epi32(_mm256_load_si256(v + i + 6), _mm256_load_si256(v + i + 7)));
     }
-    g_bw = bytes / median(times, 5) * 1e-9;
+    uint32_t o[8];
+    _mm256_storeu_si256((__m256i *)o, _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)));
+    return o[0] ^ o[7];
+}
+#endif
+
+/* Portable fallbacks: 48 independent chains (the compiler vectorizes them); integer sums. */
+static float fma_generic(long iters) {
+    float a[48], s = 0;
+    for (int j = 0; j < 48; j++) a[j] = 1.0f + 0.01f * j;
+    for (long k = 0; k < iters; k++)
+        for (int j = 0; j < 48; j++)
+#if defined(__aarch64__) || defined(FP_FAST_FMAF)
+            a[j] = fmaf(a[j], FMA_M, FMA_C);
+#else
+            a[j] = a[j] * FMA_M + FMA_C;
+#endif
+    for (int j = 0; j < 48; j++) s += a[j];
+    return s;
+}
+static uint32_t read_generic(const uint32_t *p, size_t n) {
+    uint32_t s[16] = {0};
+    for (size_t i = 0; i < n; i += 16)
+        for (int j = 0; j < 16; j++) s[j] += p[i + j];
+    for (int j = 1; j < 16; j++) s[0] ^= s[j];
+    return s[0];
+}
+
+typedef enum { PEAK_GENERIC, PEAK_AVX2, PEAK_AVX512 } peak_kind;
+static peak_kind peak_choice(void) {
+#if BENCH_X86
+    if (attn_best_isa() == ATTN_ISA_AVX512) return PEAK_AVX512;
+    if (attn_best_isa() == ATTN_ISA_AVX2) return PEAK_AVX2;
+#endif
+    return PEAK_GENERIC;
+}
+static float fma_run(peak_kind k, long iters) {
+#if BENCH_X86
+    if (k == PEAK_AVX512) return fma_avx512(iters);
+    if (k == PEAK_AVX2) return fma_avx2(iters);
+#endif
+    (void)k;
+    return fma_generic(iters);
+}
+static uint32_t read_run(const uint32_t *p, size_t n) {
+#if BENCH_X86
+    if (attn_best_isa() == ATTN_ISA_AVX2 || attn_best_isa() == ATTN_ISA_AVX512) return read_avx2(p, n);
+#endif
+    return read_generic(p, n);
+}
+
+typedef struct {
+    int threads;
+    double gflops, gbs;                 /* the limits: best run of each */
+    stats fma_t, bw_t;                  /* seconds per run */
+    int fma_reps, bw_reps, given;
+    const char *fma_isa, *bw_isa;
+    double bw_bytes;
+} limits;
+static limits g_lim[MAXL];
+static volatile double g_sink;
+
+static size_t default_bw_bytes(void) {
+    size_t l3 = 0, bytes = (size_t)1 << 30;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (f) {
+        unsigned long kb = 0;
+        if (fscanf(f, "%luK", &kb) == 1) l3 = (size_t)kb << 10;
+        fclose(f);
+    }
+    if (l3 * 8 > bytes) bytes = l3 * 8;
+#ifdef _SC_PHYS_PAGES
+    {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psz > 0 && bytes > (size_t)pages * (size_t)psz / 4) bytes = (size_t)pages * (size_t)psz / 4;
+    }
+#endif
+    return bytes;
+}
+
+static void measure_limits(limits *L, int T) {
+    memset(L, 0, sizeof *L);
+    L->threads = T;
+    peak_kind pk = peak_choice();
+    static const char *pk_name[3] = {"generic", "avx2", "avx512"};
+    static const double flops_per_iter[3] = {48 * 2, 12 * 8 * 2, 12 * 16 * 2};
+    L->fma_isa = pk_name[pk];
+#if BENCH_X86
+    L->bw_isa = (pk == PEAK_GENERIC) ? "generic" : "avx2";
+#else
+    L->bw_isa = "generic";
+#endif
+    if (g.given_gflops > 0 && g.given_gbs > 0) {
+        L->gflops = g.given_gflops; L->gbs = g.given_gbs; L->given = 1;
+        return;
+    }
+    /* FMA: calibrate one thread to ~0.2 s per run, then best of 5 runs on T threads. */
+    long iters = 1L << 16;
+    double t0 = now_s();
+    g_sink += fma_run(pk, iters);
+    double t1 = now_s() - t0;
+    if (t1 > 0) iters = (long)((double)iters * 0.2 / t1);
+    if (iters < (1L << 16)) iters = 1L << 16;
+    double t[MAXREPS];
+    L->fma_reps = 5;
+    for (int r = 0; r < L->fma_reps; r++) {
+        double sink = 0;
+        t0 = now_s();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T) reduction(+ : sink)
+#endif
+        sink += fma_run(pk, iters);
+        t[r] = now_s() - t0;
+        g_sink += sink;
+    }
+    L->fma_t = stats_of(t, L->fma_reps);
+    L->gflops = (double)T * (double)iters * flops_per_iter[pk] / L->fma_t.best * 1e-9;
+
+    /* Read bandwidth: each thread first-touches, then sums, its own contiguous slice. */
+    size_t bytes = g.bw_mib > 0 ? (size_t)(g.bw_mib * 1048576.0) : default_bw_bytes();
+    size_t per = bytes / 4 / (size_t)T / 64 * 64, n = per * (size_t)T;
+    uint32_t *buf = (uint32_t *)xalloc(n * 4);
+    if (!buf || per == 0) { L->gbs = 0; free(buf); return; }
+    L->bw_bytes = (double)n * 4;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T)
+#endif
+    {
+        uint32_t *p = buf + per * (size_t)thread_id();
+        for (size_t i = 0; i < per; i++) p[i] = (uint32_t)i;
+    }
+    L->bw_reps = 7;
+    for (int r = -1; r < L->bw_reps; r++) {   /* r = -1: warm-up pass */
+        double sink = 0;
+        t0 = now_s();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T) reduction(+ : sink)
+#endif
+        sink += read_run(buf + per * (size_t)thread_id(), per);
+        if (r >= 0) t[r] = now_s() - t0;
+        g_sink += sink;
+    }
     free(buf);
-    printf("| limits | threads %d | fp32 FMA peak %.1f GFLOP/s | read bandwidth %.1f GB/s |\n", g_threads, g_peak, g_bw);
+    L->bw_t = stats_of(t, L->bw_reps);
+    L->gbs = L->bw_bytes / L->bw_t.best * 1e-9;
 }
 
-static attn_exec make_exec(void) { attn_exec e; memset(&e, 0, sizeof e); e.num_threads = g_threads; e.isa = g_isa; return e; }
+static const limits *limits_for(int T) {
+    for (int i = 0; i < g.threads.n; i++)
+        if (g_lim[i].threads == T) return &g_lim[i];
+    return &g_lim[0];
+}
 
-static void fill(void *p, attn_dtype dt, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i++) {
-        float x = (float)((i * 2654435761u + seed) % 2001) / 1000.0f - 1.0f;
-        if (dt == ATTN_F32) ((float *)p)[i] = x;
-        else if (dt == ATTN_F16) ((uint16_t *)p)[i] = attn_f32_to_f16(x);
-        else if (dt == ATTN_BF16) ((uint16_t *)p)[i] = attn_f32_to_bf16(x);
-        else if (dt == ATTN_FP8_E4M3) ((uint8_t *)p)[i] = attn_f32_to_fp8_e4m3(x);
-        else ((uint8_t *)p)[i] = attn_f32_to_fp8_e5m2(x);
+/* ---------------------------------------------------------------------------------------------
+   Result rows and the three output formats */
+typedef struct {
+    const char *mode;
+    const char *isa, *gemm, *dtype, *kv_dtype;   /* kv_dtype "" when there is no cache */
+    char version[16];
+    int threads, causal, H, Hk, D, bs, seqs, q_len, kv_len, reps;   /* 0 = not applicable */
+    double ms, sd_ms, value, pct;
+    const char *unit, *limit;                    /* limit: "fma", "roof:bw", "roof:fma" */
+    char note[48];
+    const char *status;                          /* NULL = ok */
+    double peak_gflops, bw_gbs;
+} row;
+
+static int g_rows;
+
+static const char *isa_used(void) { return attn_isa_name(g.isa == ATTN_ISA_AUTO ? attn_best_isa() : g.isa); }
+static const char *gemm_name(attn_gemm e) { return e == ATTN_GEMM_ONEDNN ? "onednn" : "native"; }
+
+static row row_new(const char *mode, int T) {
+    row r;
+    const limits *L = limits_for(T);
+    memset(&r, 0, sizeof r);
+    r.mode = mode; r.threads = T; r.isa = isa_used(); r.gemm = gemm_name(g.gemm);
+    r.dtype = ""; r.kv_dtype = ""; r.unit = ""; r.limit = "";
+    r.peak_gflops = L->gflops; r.bw_gbs = L->gbs;
+    return r;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static void cpu_model(char *out, size_t n) {
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    snprintf(out, n, "unknown");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (c && (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5))) {
+            c += 1 + (c[1] == ' ');
+            c[strcspn(c, "\n")] = 0;
+            snprintf(out, n, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void print_header(void) {
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    if (g.fmt == FMT_JSON) {
+        printf("{\n  \"build\": "); json_str(attn_build_info());
+        printf(",\n  \"cpu_features\": "); json_str(attn_cpu_features());
+        printf(",\n  \"cpu\": "); json_str(cpu);
+        printf(",\n  \"compiler\": "); json_str(COMPILER);
+        printf(",\n  \"limits\": [");
+        for (int i = 0; i < g.threads.n; i++)
+            printf("%s\n    {\"threads\": %d, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\", "
+                   "\"read_bw_gbs\": %.2f, \"read_bytes\": %.0f, \"given\": %s}",
+                   i ? "," : "", g_lim[i].threads, g_lim[i].gflops, g_lim[i].fma_isa, g_lim[i].gbs,
+                   g_lim[i].bw_bytes, g_lim[i].given ? "true" : "false");
+        printf("\n  ],\n  \"results\": [");
+        return;
+    }
+    const char *c = g.fmt == FMT_CSV ? "# " : "";
+    printf("%sattn_bench: %s\n", c, attn_build_info());
+    printf("%scpu: %s | %s | compiler: %s\n", c, cpu, attn_cpu_features(), COMPILER);
+    for (int i = 0; i < g.threads.n; i++) {
+        const limits *L = &g_lim[i];
+        if (L->given)
+            printf("%slimits on %d threads (given): fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n",
+                   c, L->threads, L->gflops, L->gbs);
+        else
+            printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), read bandwidth %.1f GB/s (%.0f MiB)\n",
+                   c, L->threads, L->gflops, L->fma_isa, L->gbs, L->bw_bytes / 1048576.0);
+    }
+    if (g.fmt == FMT_CSV) {
+        printf("mode,isa,threads,gemm,dtype,kv_dtype,version,causal,H,Hk,D,block_size,seqs,q_len,kv_len,"
+               "reps,median_ms,stddev_ms,value,unit,pct_of_limit,limit,fma_peak_gflops,read_bw_gbs,note,status\n");
+    } else {
+        printf("\n| %-13s | %-6s | %3s | %-6s | %-5s | %-8s | %-7s | %-38s | %4s | %10s | %8s | %15s | %-13s |\n",
+               "mode", "isa", "t", "gemm", "dtype", "kv", "ver", "shape", "reps", "ms", "± ms", "throughput", "% of limit");
+        printf("|---------------|--------|----:|--------|-------|----------|---------|----------------------------------------|"
+               "-----:|-----------:|---------:|----------------:|---------------|\n");
     }
 }
 
-static void bench_prefill(int S, int D, attn_dtype dt) {
-    int H = 32, Hk = 8;
-    size_t esz = attn_dtype_size(dt), nq = (size_t)S * H * D, nk = (size_t)S * Hk * D;
-    void *q = malloc(nq * esz), *k = malloc(nk * esz), *v = malloc(nk * esz), *o = malloc(nq * esz);
-    fill(q, dt, nq, 1); fill(k, dt, nk, 2); fill(v, dt, nk, 3);
-    attn_params p; memset(&p, 0, sizeof p); p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
-    attn_exec e = make_exec();
-    int32_t cu[2] = {0, S};
-    attn_rows rq = {q, dt, 0}, rk = {k, dt, 0}, rv = {v, dt, 0}, ro = {o, dt, 0};
-    size_t wsb = attn_sdpa_workspace_size(&p, &e, cu, cu, 1);
-    void *ws = malloc(wsb);
-    int reps = S >= 8192 ? 3 : g_reps;
-    double t[16];
-    attn_status st = attn_sdpa(&p, &e, rq, rk, rv, ro, cu, cu, 1, 1, NULL, ws, wsb);  /* warm-up */
-    for (int r = 0; r < reps && st == ATTN_OK; r++) {
-        double t0 = now();
-        st = attn_sdpa(&p, &e, rq, rk, rv, ro, cu, cu, 1, 1, NULL, ws, wsb);
-        t[r] = now() - t0;
-    }
-    if (st != ATTN_OK) { printf("| prefill | S=%d D=%d | error: %s |\n", S, D, attn_status_str(st)); return; }
-    double med = median(t, reps), gf = 4.0 * D * ((double)S * (S + 1) / 2) * H / med * 1e-9;
-    printf("| prefill causal | %s | H=32 Hk=8 D=%d S=%d | %.2f ms | %.1f GFLOP/s | %.1f%% of FMA peak |\n",
-           attn_dtype_name(dt), D, S, med * 1e3, gf, 100 * gf / g_peak);
-    free(q); free(k); free(v); free(o); free(ws);
+static void shape_text(const row *r, char *s, size_t n) {
+    char causal[8];
+    snprintf(causal, sizeof causal, "%s", r->causal ? "causal" : "full");
+    if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
+    else if (!strcmp(r->mode, "decode"))
+        snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
+    else if (!strcmp(r->mode, "paged-prefill"))
+        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d) %s", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+                 r->kv_len - r->q_len, causal);
+    else if (r->q_len == r->kv_len)
+        snprintf(s, n, "H%d/%d D%d %dx%d %s", r->H, r->Hk, r->D, r->seqs, r->q_len, causal);
+    else
+        snprintf(s, n, "H%d/%d D%d %dx(q%d kv%d) %s", r->H, r->Hk, r->D, r->seqs, r->q_len, r->kv_len, causal);
 }
 
-static void bench_decode(int seqs, int ctx, attn_dtype kv, attn_paged_version ver) {
-    int H = 32, Hk = 8, D = 128, bs = 16, per = (ctx + bs - 1) / bs, nb = seqs * per;
-    size_t cb = attn_kv_cache_bytes(nb, bs, Hk, D, kv);
-    void *mem = malloc(cb);
-    attn_kv_cache cache;
-    float scale = (kv == ATTN_FP8_E4M3 || kv == ATTN_FP8_E5M2) ? 0.01f : 1.0f;
-    if (!mem || attn_kv_cache_init(&cache, nb, bs, Hk, D, kv, scale, scale, mem, cb) != ATTN_OK) { printf("| decode | cache alloc failed |\n"); return; }
-    size_t slots = (size_t)nb * bs * Hk * D;
-    fill(cache.key, kv, slots, 4); fill(cache.value, kv, slots, 5);
-    int32_t *tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb), *lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)seqs);
-    for (int i = 0; i < nb; i++) tables[i] = (int32_t)(((int64_t)i * 7919) % nb);  /* shuffled */
-    for (int s = 0; s < seqs; s++) lens[s] = ctx;
-    float *q = (float *)malloc(sizeof(float) * (size_t)seqs * H * D), *o = (float *)malloc(sizeof(float) * (size_t)seqs * H * D);
-    fill(q, ATTN_F32, (size_t)seqs * H * D, 6);
-    attn_params p; memset(&p, 0, sizeof p); p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
-    attn_exec e = make_exec();
-    attn_rows rq = {q, ATTN_F32, 0}, ro = {o, ATTN_F32, 0};
-    size_t wsb = attn_paged_decode_workspace_size(&p, &e, &cache, lens, seqs, ver);
-    void *ws = malloc(wsb);
-    double t[16];
-    attn_status st = attn_paged_decode(&p, &e, rq, ro, &cache, tables, per, lens, seqs, ver, NULL, ws, wsb);
-    for (int r = 0; r < g_reps && st == ATTN_OK; r++) {
-        double t0 = now();
-        st = attn_paged_decode(&p, &e, rq, ro, &cache, tables, per, lens, seqs, ver, NULL, ws, wsb);
-        t[r] = now() - t0;
+static void print_row(const row *r) {
+    int ok = r->status == NULL;
+    if (g.fmt == FMT_CSV) {
+        printf("%s,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->mode, r->isa, r->threads, r->gemm,
+               r->dtype, r->kv_dtype, r->version, r->causal, r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+               r->kv_len, r->reps);
+        if (ok) printf("%.4f,%.4f,%.3f,%s,%.2f,%s,", r->ms, r->sd_ms, r->value, r->unit, r->pct, r->limit);
+        else printf(",,,,,,");
+        printf("%.2f,%.2f,\"%s\",\"%s\"\n", r->peak_gflops, r->bw_gbs, r->note, ok ? "ok" : r->status);
+    } else if (g.fmt == FMT_JSON) {
+        printf("%s\n    {\"mode\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"gemm\": \"%s\", \"dtype\": \"%s\", "
+               "\"kv_dtype\": \"%s\", \"version\": \"%s\", \"causal\": %d, \"H\": %d, \"Hk\": %d, \"D\": %d, "
+               "\"block_size\": %d, \"seqs\": %d, \"q_len\": %d, \"kv_len\": %d, \"reps\": %d, ",
+               g_rows ? "," : "", r->mode, r->isa, r->threads, r->gemm, r->dtype, r->kv_dtype, r->version,
+               r->causal, r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len, r->kv_len, r->reps);
+        if (ok)
+            printf("\"median_ms\": %.4f, \"stddev_ms\": %.4f, \"value\": %.3f, \"unit\": \"%s\", "
+                   "\"pct_of_limit\": %.2f, \"limit\": \"%s\", ", r->ms, r->sd_ms, r->value, r->unit, r->pct, r->limit);
+        printf("\"note\": ");
+        json_str(r->note);
+        printf(", \"status\": ");
+        json_str(ok ? "ok" : r->status);
+        printf("}");
+    } else {
+        char shape[96], ms[24], sd[24], val[48], pct[96];
+        shape_text(r, shape, sizeof shape);
+        if (ok) {
+            snprintf(ms, sizeof ms, r->ms < 10 ? "%.3f" : "%.2f", r->ms);
+            snprintf(sd, sizeof sd, r->sd_ms < 10 ? "%.3f" : "%.2f", r->sd_ms);
+            snprintf(val, sizeof val, "%.1f %s", r->value, r->unit);
+            if (r->limit[0]) snprintf(pct, sizeof pct, "%.1f%% %s", r->pct, r->limit);
+            else snprintf(pct, sizeof pct, "-");
+        } else {
+            snprintf(ms, sizeof ms, "-"); snprintf(sd, sizeof sd, "-");
+            snprintf(val, sizeof val, "ERROR"); snprintf(pct, sizeof pct, "%s", r->status);
+        }
+        printf("| %-13s | %-6s | %3d | %-6s | %-5s | %-8s | %-7s | %-38s | %4d | %10s | %8s | %15s | %-13s |\n",
+               r->mode, r->isa, r->threads, r->gemm, r->dtype[0] ? r->dtype : "-",
+               r->kv_dtype[0] ? r->kv_dtype : "-", r->version[0] ? r->version : "-", shape, r->reps, ms, sd,
+               val, pct);
     }
-    if (st != ATTN_OK) { printf("| decode | error: %s |\n", attn_status_str(st)); return; }
-    double med = median(t, g_reps);
-    double bytes = (double)seqs * ctx * Hk * D * 2 * attn_dtype_size(kv), flops = 4.0 * H * D * (double)ctx * seqs;
-    double roof = bytes / (g_bw * 1e9) > flops / (g_peak * 1e9) ? bytes / (g_bw * 1e9) : flops / (g_peak * 1e9);
-    printf("| decode %s | kv %s | %d seqs x %d, H=32 Hk=8 D=128 bs=16 | %.2f ms | %.1f GB/s | %.1f%% of roofline |\n",
-           attn_paged_decode_version(&p, lens, seqs, ver) == ATTN_PAGED_V1 ? "v1" : "v2",
-           attn_dtype_name(kv), seqs, ctx, med * 1e3, bytes / med * 1e-9, 100 * roof / med);
-    free(mem); free(tables); free(lens); free(q); free(o); free(ws);
+    g_rows++;
+    fflush(stdout);
+}
+
+static void print_footer(void) {
+    if (g.fmt == FMT_JSON) printf("\n  ]\n}\n");
+}
+
+static void error_row(row *r, const char *status) {
+    r->status = status;
+    print_row(r);
+}
+
+static void peak_rows(void) {
+    for (int i = 0; i < g.threads.n; i++) {
+        const limits *L = &g_lim[i];
+        row r = row_new("peak-fma", L->threads);
+        r.isa = L->fma_isa; r.reps = L->fma_reps;
+        r.ms = L->fma_t.median * 1e3; r.sd_ms = L->fma_t.stddev * 1e3;
+        r.value = L->gflops; r.unit = "GFLOP/s";
+        snprintf(r.note, sizeof r.note, "%s", L->given ? "given" : "fp32 FMA best run");
+        print_row(&r);
+        r = row_new("peak-bw", L->threads);
+        r.isa = L->bw_isa; r.reps = L->bw_reps;
+        r.ms = L->bw_t.median * 1e3; r.sd_ms = L->bw_t.stddev * 1e3;
+        r.value = L->gbs; r.unit = "GB/s";
+        if (L->given) snprintf(r.note, sizeof r.note, "given");
+        else snprintf(r.note, sizeof r.note, "read %.0f MiB best pass", L->bw_bytes / 1048576.0);
+        print_row(&r);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Data: deterministic pseudo-random values in [-1, 1), converted to any dtype. */
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* scale: fp8 storage scale (stored = x / scale); 1 for other dtypes. */
+static void fill_random(void *dst, attn_dtype dt, size_t n, uint64_t seed, float scale) {
+    const long chunk = 4096, nchunks = (long)((n + (size_t)chunk - 1) / (size_t)chunk);
+    size_t esz = attn_dtype_size(dt);
+    long c;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (c = 0; c < nchunks; c++) {
+        float tmp[4096];
+        uint64_t s = seed * 0x2545F4914F6CDD1Dull + (uint64_t)c;
+        size_t begin = (size_t)c * (size_t)chunk, len = n - begin < (size_t)chunk ? n - begin : (size_t)chunk;
+        for (size_t i = 0; i < len; i++) tmp[i] = (float)(splitmix(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        attn_convert((char *)dst + begin * esz, dt, tmp, ATTN_F32, len, scale);
+    }
+}
+
+static int is_fp8(attn_dtype d) { return d == ATTN_FP8_E4M3 || d == ATTN_FP8_E5M2; }
+
+/* Fisher-Yates permutation of [0, n): block ids in a random order, so that no sequence's
+   blocks are contiguous. */
+static void shuffled_ids(int32_t *ids, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(splitmix(&seed) % (uint64_t)(i + 1));
+        int32_t t = ids[i]; ids[i] = ids[j]; ids[j] = t;
+    }
+}
+
+static attn_exec make_exec(int T) {
+    attn_exec e;
+    memset(&e, 0, sizeof e);
+    e.num_threads = T; e.isa = g.isa; e.gemm = g.gemm;
+    return e;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Timing: one warm-up call, then reps timed calls. Returns the first status other than ATTN_OK. */
+typedef attn_status (*bench_fn)(void *ctx);
+
+static attn_status time_calls(bench_fn fn, void *ctx, int *reps, stats *st) {
+    double t[MAXREPS], t0 = now_s();
+    attn_status s = fn(ctx);
+    double warm = now_s() - t0;
+    if (s != ATTN_OK) return s;
+    if (g.cap_slow && warm > 2.0 && *reps > 3) *reps = 3;
+    for (int r = 0; r < *reps; r++) {
+        t0 = now_s();
+        s = fn(ctx);
+        t[r] = now_s() - t0;
+        if (s != ATTN_OK) return s;
+    }
+    *st = stats_of(t, *reps);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   prefill: attn_sdpa over seqs sequences of q_len queries and kv_len keys each. */
+typedef struct {
+    attn_params p; attn_exec e; attn_rows q, k, v, o;
+    int32_t *cu_q, *cu_k; int seqs, causal; void *ws; size_t ws_bytes;
+} sdpa_ctx;
+static attn_status sdpa_call(void *c) {
+    sdpa_ctx *x = (sdpa_ctx *)c;
+    return attn_sdpa(&x->p, &x->e, x->q, x->k, x->v, x->o, x->cu_q, x->cu_k, x->seqs, x->causal, NULL,
+                     x->ws, x->ws_bytes);
+}
+
+/* Visible (query, key) pairs of one sequence, bottom-right causal. */
+static double visible_pairs(int q_len, int kv_len, int causal) {
+    if (!causal) return (double)q_len * kv_len;
+    double ctx = (double)kv_len - q_len;   /* query m sees ctx + m + 1 keys */
+    return (double)q_len * ctx + (double)q_len * (q_len + 1) / 2.0;
+}
+
+static void bench_prefill(int H, int Hk, int D, int seqs, int q_len, int kv_len, int causal,
+                          const ilist *dtypes, int reps0) {
+    for (int di = 0; di < dtypes->n; di++) {
+        attn_dtype dt = (attn_dtype)dtypes->v[di];
+        size_t esz = attn_dtype_size(dt), nq = (size_t)seqs * q_len * H * D, nk = (size_t)seqs * kv_len * Hk * D;
+        sdpa_ctx x;
+        memset(&x, 0, sizeof x);
+        x.p.num_heads = H; x.p.num_kv_heads = Hk; x.p.head_size = D;
+        x.seqs = seqs; x.causal = causal;
+        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz), *o = xalloc(nq * esz);
+        x.cu_q = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
+        x.cu_k = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
+        char what[96];
+        snprintf(what, sizeof what, "prefill %s H%d/%d D%d %dx(q%d kv%d)", attn_dtype_name(dt), H, Hk, D, seqs,
+                 q_len, kv_len);
+        progress("%s", what);
+        if (q && k && v && o && x.cu_q && x.cu_k) {
+            for (int s = 0; s <= seqs; s++) { x.cu_q[s] = s * q_len; x.cu_k[s] = s * kv_len; }
+            fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f); fill_random(v, dt, nk, 3, 1.0f);
+            x.q.data = q; x.k.data = k; x.v.data = v; x.o.data = o;
+            x.q.dtype = x.k.dtype = x.v.dtype = x.o.dtype = dt;
+        }
+        for (int ti = 0; ti < g.threads.n; ti++) {
+            int T = g.threads.v[ti], reps = reps0;
+            row r = row_new("prefill", T);
+            r.dtype = attn_dtype_name(dt); r.causal = causal; r.H = H; r.Hk = Hk; r.D = D;
+            r.seqs = seqs; r.q_len = q_len; r.kv_len = kv_len; r.reps = reps;
+            if (!(q && k && v && o && x.cu_q && x.cu_k)) { error_row(&r, "out of memory"); continue; }
+            x.e = make_exec(T);
+            x.ws_bytes = attn_sdpa_workspace_size(&x.p, &x.e, x.cu_q, x.cu_k, seqs);
+            x.ws = xalloc(x.ws_bytes);
+            stats st;
+            attn_status s = x.ws ? time_calls(sdpa_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+            free(x.ws);
+            r.reps = reps;
+            if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+            double flops = 4.0 * D * H * seqs * visible_pairs(q_len, kv_len, causal);
+            r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
+            r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
+            r.pct = r.peak_gflops > 0 ? 100.0 * r.value / r.peak_gflops : 0; r.limit = "fma";
+            print_row(&r);
+        }
+        free(q); free(k); free(v); free(o); free(x.cu_q); free(x.cu_k);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   A paged cache of seqs sequences of len tokens each, random contents, shuffled block tables. */
+typedef struct {
+    attn_kv_cache cache; void *mem; int32_t *tables, *lens; int per_seq;
+} paged;
+
+static int paged_make(paged *P, int Hk, int D, int bs, int seqs, int len, attn_dtype kv) {
+    memset(P, 0, sizeof *P);
+    P->per_seq = (len + bs - 1) / bs;
+    int64_t nb64 = (int64_t)P->per_seq * seqs;
+    if (nb64 < 1 || nb64 > 0x7fffffff) return 0;
+    int nb = (int)nb64;
+    size_t bytes = attn_kv_cache_bytes(nb, bs, Hk, D, kv);
+    float scale = is_fp8(kv) ? 1.0f / 64 : 1.0f;
+    P->mem = bytes ? xalloc(bytes) : NULL;
+    P->tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb);
+    P->lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)seqs);
+    if (!P->mem || !P->tables || !P->lens) return 0;
+    if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem, bytes) != ATTN_OK) return 0;
+    size_t elems = (size_t)nb * bs * Hk * D;
+    fill_random(P->cache.key, kv, elems, 4, scale);
+    fill_random(P->cache.value, kv, elems, 5, scale);
+    shuffled_ids(P->tables, nb, 6);
+    for (int s = 0; s < seqs; s++) P->lens[s] = len;
+    return 1;
+}
+static void paged_free(paged *P) { free(P->mem); free(P->tables); free(P->lens); }
+
+/* ---------------------------------------------------------------------------------------------
+   decode: attn_paged_decode, one query token per sequence over ctx cached tokens. */
+typedef struct {
+    attn_params p; attn_exec e; attn_rows q, o; paged *P; int seqs; attn_paged_version ver;
+    void *ws; size_t ws_bytes;
+} decode_ctx;
+static attn_status decode_call(void *c) {
+    decode_ctx *x = (decode_ctx *)c;
+    return attn_paged_decode(&x->p, &x->e, x->q, x->o, &x->P->cache, x->P->tables, x->P->per_seq,
+                             x->P->lens, x->seqs, x->ver, NULL, x->ws, x->ws_bytes);
+}
+
+static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
+                         const ilist *dtypes, const ilist *versions, int reps0) {
+    paged P;
+    char what[96];
+    snprintf(what, sizeof what, "decode: filling a %s cache H%d/%d D%d bs%d %dx%d", attn_dtype_name(kv), H, Hk,
+             D, bs, seqs, ctx);
+    progress("%s", what);
+    int ok = paged_make(&P, Hk, D, bs, seqs, ctx, kv);
+    for (int di = 0; di < dtypes->n; di++) {
+        attn_dtype dt = (attn_dtype)dtypes->v[di];
+        size_t nq = (size_t)seqs * H * D, esz = attn_dtype_size(dt);
+        void *q = xalloc(nq * esz), *o = xalloc(nq * esz);
+        if (q) fill_random(q, dt, nq, 7, 1.0f);
+        for (int vi = 0; vi < versions->n; vi++) {
+            for (int ti = 0; ti < g.threads.n; ti++) {
+                int T = g.threads.v[ti], reps = reps0;
+                decode_ctx x;
+                memset(&x, 0, sizeof x);
+                x.p.num_heads = H; x.p.num_kv_heads = Hk; x.p.head_size = D;
+                x.ver = (attn_paged_version)versions->v[vi];
+                row r = row_new("decode", T);
+                r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv);
+                r.causal = 1; r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = 1;
+                r.kv_len = ctx; r.reps = reps;
+                if (!ok || !q || !o) { error_row(&r, "out of memory"); continue; }
+                attn_paged_version eff = attn_paged_decode_version(&x.p, P.lens, seqs, x.ver);
+                snprintf(r.version, sizeof r.version, "%s%s", x.ver == ATTN_PAGED_AUTO ? "auto:" : "",
+                         eff == ATTN_PAGED_V1 ? "v1" : "v2");
+                snprintf(what, sizeof what, "decode %s/%s %s t%d", attn_dtype_name(dt), attn_dtype_name(kv),
+                         r.version, T);
+                progress("%s", what);
+                x.e = make_exec(T); x.P = &P; x.seqs = seqs;
+                x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
+                x.ws_bytes = attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
+                x.ws = xalloc(x.ws_bytes);
+                stats st;
+                attn_status s = x.ws ? time_calls(decode_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+                free(x.ws);
+                r.reps = reps;
+                if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+                double tokens = (double)seqs * ctx;
+                double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv), flops = 4.0 * H * D * tokens;
+                double t_bw = r.bw_gbs > 0 ? bytes / (r.bw_gbs * 1e9) : 0;
+                double t_fma = r.peak_gflops > 0 ? flops / (r.peak_gflops * 1e9) : 0;
+                r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
+                r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
+                r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
+                r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
+                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s", flops / st.median * 1e-9);
+                print_row(&r);
+            }
+        }
+        free(q); free(o);
+    }
+    paged_free(&P);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   paged-prefill: attn_paged_prefill, a chunk of `chunk` new tokens per sequence over a cached
+   prefix of `prefix` tokens (keys = prefix + chunk, all in the cache), then attn_sdpa on the same
+   work (dense K/V rows of prefix + chunk tokens) for comparison. */
+typedef struct {
+    attn_params p; attn_exec e; attn_rows q, o; paged *P; int32_t *qsl; int seqs, causal;
+    void *ws; size_t ws_bytes;
+} pprefill_ctx;
+static attn_status pprefill_call(void *c) {
+    pprefill_ctx *x = (pprefill_ctx *)c;
+    return attn_paged_prefill(&x->p, &x->e, x->q, x->o, &x->P->cache, x->P->tables, x->P->per_seq, x->qsl,
+                              x->P->lens, x->seqs, x->causal, NULL, x->ws, x->ws_bytes);
+}
+
+static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix, int causal,
+                                attn_dtype kv, const ilist *dtypes, int reps0) {
+    paged P;
+    int len = prefix + chunk;
+    char what[96];
+    snprintf(what, sizeof what, "paged-prefill: filling a %s cache H%d/%d D%d bs%d %dx%d", attn_dtype_name(kv),
+             H, Hk, D, bs, seqs, len);
+    progress("%s", what);
+    int ok = paged_make(&P, Hk, D, bs, seqs, len, kv);
+    int32_t *qsl = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
+    for (int s = 0; qsl && s <= seqs; s++) qsl[s] = s * chunk;
+    for (int di = 0; di < dtypes->n; di++) {
+        attn_dtype dt = (attn_dtype)dtypes->v[di];
+        size_t nq = (size_t)seqs * chunk * H * D, esz = attn_dtype_size(dt);
+        void *q = xalloc(nq * esz), *o = xalloc(nq * esz);
+        if (q) fill_random(q, dt, nq, 1, 1.0f);
+        for (int ti = 0; ti < g.threads.n; ti++) {
+            int T = g.threads.v[ti], reps = reps0;
+            pprefill_ctx x;
+            memset(&x, 0, sizeof x);
+            x.p.num_heads = H; x.p.num_kv_heads = Hk; x.p.head_size = D;
+            row r = row_new("paged-prefill", T);
+            r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv); r.causal = causal;
+            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk; r.kv_len = len; r.reps = reps;
+            if (!ok || !q || !o || !qsl) { error_row(&r, "out of memory"); continue; }
+            snprintf(what, sizeof what, "paged-prefill %s/%s t%d", attn_dtype_name(dt), attn_dtype_name(kv), T);
+            progress("%s", what);
+            x.e = make_exec(T); x.P = &P; x.qsl = qsl; x.seqs = seqs; x.causal = causal;
+            x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
+            x.ws_bytes = attn_paged_prefill_workspace_size(&x.p, &x.e, &P.cache, qsl, P.lens, seqs);
+            x.ws = xalloc(x.ws_bytes);
+            stats st;
+            attn_status s = x.ws ? time_calls(pprefill_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+            free(x.ws);
+            r.reps = reps;
+            if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+            double flops = 4.0 * D * H * seqs * visible_pairs(chunk, len, causal);
+            r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
+            r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
+            r.pct = r.peak_gflops > 0 ? 100.0 * r.value / r.peak_gflops : 0; r.limit = "fma";
+            print_row(&r);
+        }
+        free(q); free(o);
+    }
+    free(qsl);
+    paged_free(&P);
+    bench_prefill(H, Hk, D, seqs, chunk, len, causal, dtypes, reps0);   /* the same work, dense */
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Command line */
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: attn_bench [mode ...] [options]\n"
+        "modes: peak | prefill | decode | paged-prefill | all (default: all = peak + standard shapes)\n"
+        "options (L = comma list, e.g. -S 512,2048,8192; lists multiply out):\n"
+        "  -t L            threads (default: omp_get_max_threads())\n"
+        "  -r N            timed repetitions after 1 warm-up (default 5)\n"
+        "  --isa X         auto|scalar|avx2|avx512|neon (default auto)\n"
+        "  --gemm X        native|onednn (onednn needs -DATTN_USE_ONEDNN -ldnnl)\n"
+        "  --dtype L       activations: f32|f16|bf16 (default f32)\n"
+        "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2 (default f32)\n"
+        "  -H N, --hk N    query heads, KV heads (default 32, 8)\n"
+        "  -D L            head size (default 128)\n"
+        "  -S L            prefill length (default 2048)\n"
+        "  --seqs L        sequences (default 1 for prefill/paged-prefill, 64 for decode)\n"
+        "  --ctx L         decode context length (default 4096)\n"
+        "  --bs L          KV block size (default 16)\n"
+        "  --version L     decode: auto|v1|v2 (default auto)\n"
+        "  --chunk L       paged-prefill: new tokens per sequence (default 2048)\n"
+        "  --prefix L      paged-prefill: cached tokens before the chunk (default 2048)\n"
+        "  --noncausal     prefill / paged-prefill without the causal mask\n"
+        "  --bw-mib N      bytes read by the bandwidth test (default max(1 GiB, 8 x L3))\n"
+        "  --limits G,B    skip the measurement: FMA peak G GFLOP/s, bandwidth B GB/s\n"
+        "  -o md|csv|json  output format (default md)\n"
+        "  --progress      progress lines on stderr\n"
+        "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other modes.\n");
+}
+
+static int parse_name(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (names[i] && !strcmp(s, names[i])) return i;
+    return -1;
+}
+
+/* kind: 0 = int, 1 = activation/cache dtype, 2 = version */
+static int parse_list(const char *arg, ilist *l, int kind) {
+    static const char *const dts[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"};
+    static const char *const vers[] = {"auto", "v1", "v2"};
+    char buf[512], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", arg);
+    l->n = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int v;
+        if (l->n == MAXL) return 0;
+        if (kind == 1) v = parse_name(tok, dts, 5);
+        else if (kind == 2) v = parse_name(tok, vers, 3);
+        else {
+            char *end;
+            long x = strtol(tok, &end, 10);
+            v = (*end || x < 1 || x > 0x7fffffff) ? -1 : (int)x;
+        }
+        if (v < 0) return 0;
+        l->v[l->n++] = v;
+    }
+    return l->n > 0;
+}
+
+static int parse_args(int argc, char **argv) {
+    static const char *const isas[] = {"auto", "scalar", "avx2", "avx512", "neon"};
+    static const char *const gemms[] = {"native", "onednn"};
+    static const char *const fmts[] = {"md", "csv", "json"};
+    int T = 1;
+#ifdef _OPENMP
+    T = omp_get_max_threads();
+#endif
+    memset(&g, 0, sizeof g);
+    g.threads = one(T); g.S = one(2048); g.D = one(128); g.ctx = one(4096); g.bs = one(16);
+    g.chunk = one(2048); g.prefix = one(2048); g.dtype = one(ATTN_F32); g.kv_dtype = one(ATTN_F32);
+    g.version = one(ATTN_PAGED_AUTO);
+    g.H = 32; g.Hk = 8; g.reps = 5; g.causal = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1, takes = 1, e = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
+        else if (!strcmp(a, "peak")) g.modes |= M_PEAK, takes = 0;
+        else if (!strcmp(a, "prefill")) g.modes |= M_PREFILL, takes = 0;
+        else if (!strcmp(a, "decode")) g.modes |= M_DECODE, takes = 0;
+        else if (!strcmp(a, "paged-prefill")) g.modes |= M_PPREFILL, takes = 0;
+        else if (!strcmp(a, "all")) g.modes |= M_ALL, takes = 0;
+        else if (!strcmp(a, "--noncausal")) g.causal = 0, takes = 0;
+        else if (!strcmp(a, "--progress")) g.progress = 1, takes = 0;
+        else if (!v) ok = 0;
+        else if (!strcmp(a, "-t")) ok = parse_list(v, &g.threads, 0);
+        else if (!strcmp(a, "-r")) ok = (g.reps = atoi(v)) >= 1 && g.reps <= MAXREPS;
+        else if (!strcmp(a, "-H")) ok = (g.H = atoi(v)) >= 1;
+        else if (!strcmp(a, "--hk")) ok = (g.Hk = atoi(v)) >= 1;
+        else if (!strcmp(a, "-D")) ok = parse_list(v, &g.D, 0);
+        else if (!strcmp(a, "-S")) ok = parse_list(v, &g.S, 0);
+        else if (!strcmp(a, "--seqs")) ok = parse_list(v, &g.seqs, 0);
+        else if (!strcmp(a, "--ctx")) ok = parse_list(v, &g.ctx, 0);
+        else if (!strcmp(a, "--bs")) ok = parse_list(v, &g.bs, 0);
+        else if (!strcmp(a, "--chunk")) ok = parse_list(v, &g.chunk, 0);
+        else if (!strcmp(a, "--prefix")) ok = parse_list(v, &g.prefix, 0);
+        else if (!strcmp(a, "--dtype")) ok = parse_list(v, &g.dtype, 1);
+        else if (!strcmp(a, "--kv-dtype")) ok = parse_list(v, &g.kv_dtype, 1);
+        else if (!strcmp(a, "--version")) ok = parse_list(v, &g.version, 2);
+        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 5)) >= 0, g.isa = (attn_isa)(ok ? e : 0);
+        else if (!strcmp(a, "--gemm")) ok = (e = parse_name(v, gemms, 2)) >= 0, g.gemm = (attn_gemm)(ok ? e : 0);
+        else if (!strcmp(a, "-o")) ok = (g.fmt = parse_name(v, fmts, 3)) >= 0;
+        else if (!strcmp(a, "--bw-mib")) ok = (g.bw_mib = atof(v)) > 0;
+        else if (!strcmp(a, "--limits")) ok = sscanf(v, "%lf,%lf", &g.given_gflops, &g.given_gbs) == 2 &&
+                                             g.given_gflops > 0 && g.given_gbs > 0;
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "attn_bench: bad argument '%s%s%s'\n", a, takes && v ? " " : "", takes && v ? v : "");
+            usage(stderr);
+            return 0;
+        }
+        i += takes;
+    }
+    for (int i = 0; i < g.dtype.n; i++)
+        if (is_fp8((attn_dtype)g.dtype.v[i])) {
+            fprintf(stderr, "attn_bench: --dtype takes f32, f16 or bf16 (fp8 is a cache dtype)\n");
+            return 0;
+        }
+#ifndef _OPENMP
+    if (g.threads.n != 1 || g.threads.v[0] != 1)
+        fprintf(stderr, "attn_bench: built without OpenMP, running on 1 thread\n");
+    g.threads = one(1);
+#endif
+    if (!g.modes) g.modes = M_ALL;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   The standard set (`all`): what the README's performance table reports. */
+static void run_all(void) {
+    static const int Ss[3] = {512, 2048, 8192}, Ds[2] = {64, 128};
+    static const attn_dtype kvs[4] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3};
+    ilist f32 = one(ATTN_F32), f32_bf16 = two(ATTN_F32, ATTN_BF16), autov = one(ATTN_PAGED_AUTO);
+    int short_reps = g.reps < 3 ? g.reps : 3;
+    g.cap_slow = 1;
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 3; s++)
+            bench_prefill(32, 8, Ds[d], 1, Ss[s], Ss[s], 1, &f32_bf16, Ss[s] >= 8192 ? short_reps : g.reps);
+    for (int k = 0; k < 4; k++) bench_decode(32, 8, 128, 16, 64, 4096, kvs[k], &f32, &autov, g.reps);
+    bench_decode(32, 8, 128, 16, 1, 32768, ATTN_F32, &f32, &autov, g.reps);
+    bench_decode(32, 8, 128, 16, 256, 512, ATTN_F32, &f32, &autov, g.reps);
+    bench_paged_prefill(32, 8, 128, 16, 1, 2048, 2048, 1, ATTN_F32, &f32, g.reps);
+    g.cap_slow = 0;
 }
 
 int main(int argc, char **argv) {
-    const char *mode = "all";
-    int S[8] = {2048}, nS = 1, Ds[8] = {128}, nD = 1, seqs = 64, ctx = 4096;
-    attn_dtype dt = ATTN_F32, kv = ATTN_F32;
-#ifdef _OPENMP
-    g_threads = omp_get_max_threads();
-#endif
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-        if (!strcmp(a, "-t")) g_threads = atoi(v), i++;
-        else if (!strcmp(a, "-r")) g_reps = atoi(v) > 15 ? 15 : atoi(v), i++;
-        else if (!strcmp(a, "-S") || !strcmp(a, "-D")) {
-            int *dst = a[1] == 'S' ? S : Ds, n = 0;
-            for (char *tok = strtok(argv[++i], ","); tok && n < 8; tok = strtok(NULL, ",")) dst[n++] = atoi(tok);
-            if (a[1] == 'S') nS = n; else nD = n;
-        } else if (!strcmp(a, "--seqs")) seqs = atoi(v), i++;
-        else if (!strcmp(a, "--ctx")) ctx = atoi(v), i++;
-        else if (!strcmp(a, "--dtype") || !strcmp(a, "--kv-dtype")) {
-            attn_dtype x = ATTN_F32;
-            for (int d = 0; d < ATTN_DTYPE_COUNT; d++) if (!strcmp(v, attn_dtype_name((attn_dtype)d))) x = (attn_dtype)d;
-            if (a[2] == 'd') dt = x; else kv = x;
-            i++;
-        } else if (!strcmp(a, "--isa")) {
-            for (int d = 0; d < ATTN_ISA_COUNT; d++) if (!strcmp(v, attn_isa_name((attn_isa)d))) g_isa = (attn_isa)d;
-            i++;
-        } else mode = a;
+    if (!parse_args(argc, argv)) return 2;
+    double t_start = now_s();
+    for (int i = 0; i < g.threads.n; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "%d", g.threads.v[i]);
+        progress("measuring machine limits on %s threads", what);
+        measure_limits(&g_lim[i], g.threads.v[i]);
     }
-    printf("%s | %s | threads %d | isa %s | %s\n\n", attn_build_info(), attn_cpu_features(), g_threads,
-           attn_isa_name(g_isa == ATTN_ISA_AUTO ? attn_best_isa() : g_isa), __VERSION__);
-    measure_limits();
-    if (!strcmp(mode, "prefill"))
-        for (int i = 0; i < nS; i++) for (int j = 0; j < nD; j++) bench_prefill(S[i], Ds[j], dt);
-    if (!strcmp(mode, "decode")) bench_decode(seqs, ctx, kv, ATTN_PAGED_AUTO);
-    if (!strcmp(mode, "all")) {
-        const int Sa[3] = {512, 2048, 8192}, Da[2] = {64, 128};
-        for (int d = 0; d < 2; d++) for (int s = 0; s < 3; s++) { bench_prefill(Sa[s], Da[d], ATTN_F32); bench_prefill(Sa[s], Da[d], ATTN_BF16); }
-        const attn_dtype kvs[5] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
-        for (int k = 0; k < 5; k++) bench_decode(64, 4096, kvs[k], ATTN_PAGED_AUTO);
-        bench_decode(1, 32768, ATTN_F32, ATTN_PAGED_AUTO);
-        bench_decode(256, 512, ATTN_F32, ATTN_PAGED_AUTO);
-    }
+    print_header();
+    if (g.modes & (M_PEAK | M_ALL)) peak_rows();
+    if (g.modes & M_ALL) run_all();
+    if (g.modes & M_PREFILL)
+        for (int d = 0; d < g.D.n; d++)
+            for (int s = 0; s < g.S.n; s++)
+                for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
+                    bench_prefill(g.H, g.Hk, g.D.v[d], g.seqs.n ? g.seqs.v[n] : 1, g.S.v[s], g.S.v[s], g.causal,
+                                  &g.dtype, g.reps);
+    if (g.modes & M_DECODE)
+        for (int k = 0; k < g.kv_dtype.n; k++)
+            for (int d = 0; d < g.D.n; d++)
+                for (int b = 0; b < g.bs.n; b++)
+                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
+                        for (int c = 0; c < g.ctx.n; c++)
+                            bench_decode(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 64, g.ctx.v[c],
+                                         (attn_dtype)g.kv_dtype.v[k], &g.dtype, &g.version, g.reps);
+    if (g.modes & M_PPREFILL)
+        for (int k = 0; k < g.kv_dtype.n; k++)
+            for (int d = 0; d < g.D.n; d++)
+                for (int b = 0; b < g.bs.n; b++)
+                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
+                        for (int c = 0; c < g.chunk.n; c++)
+                            for (int p = 0; p < g.prefix.n; p++)
+                                bench_paged_prefill(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 1,
+                                                    g.chunk.v[c], g.prefix.v[p], g.causal,
+                                                    (attn_dtype)g.kv_dtype.v[k], &g.dtype, g.reps);
+    print_footer();
+    if (g.fmt == FMT_MD) printf("\n%d rows in %.1f s\n", g_rows, now_s() - t_start);
+    else if (g.fmt == FMT_CSV) printf("# %d rows in %.1f s\n", g_rows, now_s() - t_start);
     return 0;
 }
