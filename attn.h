@@ -1045,13 +1045,13 @@ ATTN__PRIVATE int attn__is_activation_dtype(attn_dtype dt) {
 /* Where a prefill kernel reads its keys and values from. */
 typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_source;
 
-#define ATTN__KEY_TILE 64        /* keys per tile: a multiple of every ISA's micro-tile width */
-#define ATTN__MAX_MR 16          /* largest micro-tile height over the ISAs (rows padding) */
-#define ATTN__MAX_NR 32          /* largest micro-tile width over the ISAs (head-size padding) */
-#define ATTN__QUERY_ROWS 64      /* target query rows (tokens x grouped heads) per work item */
+#define ATTN__KEY_TILE 64        /* keys per tile: a multiple of every ISA's micro-tile height */
+#define ATTN__MAX_MR 8           /* largest micro-tile height (keys or dims) over the ISAs */
+#define ATTN__ROW_QUANTUM 48     /* a multiple of every ISA's row block (NV * lanes) */
+#define ATTN__QUERY_ROWS 96      /* target query rows (tokens x grouped heads) per work item */
 
 typedef struct attn__prefill_plan {
-    int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_NR */
+    int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_MR */
     int causal, window;
     float q_mul, cap;            /* q is multiplied by q_mul (scale, or scale/cap) when packed */
     const float *slopes, *sinks;
@@ -1077,15 +1077,20 @@ typedef struct attn__prefill_plan {
 } attn__prefill_plan;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
-   query and the layout cannot drift apart. */
+   query and the layout cannot drift apart. The kernel keeps query rows in vector lanes
+   ("transposed"): every per-row quantity (max, denominator, position, slope) is a vector, the
+   online softmax needs no horizontal reduction, and K and V rows are read in their natural
+   layout (broadcast), so f32 keys and values need no packing at all. */
 typedef struct attn__prefill_scratch {
-    float *q;      /* [rows][D] packed queries, pre-scaled */
-    float *kt;     /* [D][KEY_TILE] keys, transposed */
-    float *v;      /* [KEY_TILE][Dp] values */
-    float *s;      /* [rows][KEY_TILE] scores, then probabilities */
-    float *o;      /* [rows][Dp] running outputs */
-    float *m, *l, *a;  /* [rows] running max, denominator, rescale factor of the last tile */
-    float *krow;   /* [D] one dequantized key row */
+    float *qt;     /* [D][rows_cap] queries, pre-scaled, rows in lanes */
+    float *s;      /* [KEY_TILE][rows_cap] scores, then probabilities */
+    float *ot;     /* [Dp][rows_cap] running outputs */
+    float *m, *l, *a;      /* [rows_cap] running max, denominator, rescale of the last tile */
+    float *rel, *slope;    /* [rows_cap] row's token offset in the item; its head's ALiBi slope */
+    float *kt, *vt;        /* [KEY_TILE][D], [KEY_TILE][Dp] keys / values converted to f32 */
+    float *zero;           /* [Dp] zeros: the key row of padding columns */
+    float *row;            /* [Dp] one query or output row */
+    const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
 } attn__prefill_scratch;
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
@@ -1098,20 +1103,23 @@ ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
 ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, char *base,
                                                   attn__prefill_scratch *s) {
     char *c = base;
-    size_t kt = (size_t)D * ATTN__KEY_TILE, vt = (size_t)ATTN__KEY_TILE * Dp;
-    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * D);
-    float *k = (float *)attn__carve(&c, sizeof(float) * kt);
-    float *v = (float *)attn__carve(&c, sizeof(float) * vt);
-    float *sc = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * ATTN__KEY_TILE);
-    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap * Dp);
-    float *m = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
-    float *l = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
-    float *a = (float *)attn__carve(&c, sizeof(float) * (size_t)rows_cap);
-    float *krow = (float *)attn__carve(&c, sizeof(float) * (size_t)D);
-    if (s) {
-        s->q = q; s->kt = k; s->v = v; s->s = sc; s->o = o;
-        s->m = m; s->l = l; s->a = a; s->krow = krow;
-    }
+    size_t rc = (size_t)rows_cap, f = sizeof(float);
+    attn__prefill_scratch t;
+    t.qt = (float *)attn__carve(&c, f * (size_t)D * rc);
+    t.s = (float *)attn__carve(&c, f * ATTN__KEY_TILE * rc);
+    t.ot = (float *)attn__carve(&c, f * (size_t)Dp * rc);
+    t.m = (float *)attn__carve(&c, f * rc);
+    t.l = (float *)attn__carve(&c, f * rc);
+    t.a = (float *)attn__carve(&c, f * rc);
+    t.rel = (float *)attn__carve(&c, f * rc);
+    t.slope = (float *)attn__carve(&c, f * rc);
+    t.kt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)D);
+    t.vt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)Dp);
+    t.zero = (float *)attn__carve(&c, f * (size_t)Dp);
+    t.row = (float *)attn__carve(&c, f * (size_t)Dp);
+    t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
+    t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
+    if (s) *s = t;
     return (size_t)(c - base);
 }
 
@@ -1450,14 +1458,18 @@ ATTN__PRIVATE attn_status attn__offsets_check(const int32_t *cu, int n) {
 }
 
 ATTN__PRIVATE int attn__tile_tokens(int G) { return ATTN__MAX(1, ATTN__QUERY_ROWS / G); }
+ATTN__PRIVATE int attn__rows_cap(int G) {
+    int rows = attn__tile_tokens(G) * G;
+    return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
+}
 
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
 ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, int threads, int num_seqs,
                                              char *base, int64_t **item_start, char **scratch,
                                              size_t *scratch_bytes) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
-    int rows_cap = attn__tile_tokens(G) * G + ATTN__MAX_MR;
-    int Dp = (D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
+    int rows_cap = attn__rows_cap(G);
+    int Dp = (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
     size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
@@ -1476,13 +1488,13 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     float scale = attn__scale(p);
     int64_t items = 0;
     P->H = p->num_heads; P->Hk = p->num_kv_heads; P->G = P->H / P->Hk; P->D = p->head_size;
-    P->Dp = (P->D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
+    P->Dp = (P->D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
     P->causal = causal != 0; P->window = p->sliding_window;
     P->cap = p->logits_soft_cap;
     P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;  /* scores come out as s or s/cap */
     P->slopes = p->alibi_slopes; P->sinks = p->sinks;
     P->num_seqs = num_seqs; P->tile_tokens = attn__tile_tokens(P->G);
-    P->rows_cap = P->tile_tokens * P->G + ATTN__MAX_MR;
+    P->rows_cap = attn__rows_cap(P->G);
     P->q_start = q_start;
     for (int s = 0; s < num_seqs; s++) {
         int64_t lq = q_start[s + 1] - q_start[s];
@@ -2497,8 +2509,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__PASS_ISA ATTN_ISA_SCALAR
 #define ATTN__VF float
 #define ATTN__L 1   /* lanes */
-#define ATTN__MR 4  /* micro-tile rows */
-#define ATTN__NV 4  /* micro-tile width in vectors */
+#define ATTN__MR 4  /* prefill micro-tile height: keys (scores) or head dims (outputs) */
+#define ATTN__NV 4  /* prefill micro-tile width in vectors of query rows */
 #define ATTN__VZERO() 0.0f
 #define ATTN__VSET1(x) (x)
 #define ATTN__VLOAD(p) (*(p))
@@ -2526,7 +2538,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__PASS_ISA ATTN_ISA_AVX2
 #define ATTN__VF __m256
 #define ATTN__L 8
-#define ATTN__MR 6
+#define ATTN__MR 4
 #define ATTN__NV 2
 #define ATTN__VZERO() _mm256_setzero_ps()
 #define ATTN__VSET1(x) _mm256_set1_ps(x)
@@ -2588,8 +2600,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__PASS_ISA ATTN_ISA_AVX512
 #define ATTN__VF __m512
 #define ATTN__L 16
-#define ATTN__MR 12
-#define ATTN__NV 2
+#define ATTN__MR 8
+#define ATTN__NV 3
 #define ATTN__VZERO() _mm512_setzero_ps()
 #define ATTN__VSET1(x) _mm512_set1_ps(x)
 #define ATTN__VLOAD(p) _mm512_loadu_ps(p)
@@ -2636,8 +2648,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__PASS_ISA ATTN_ISA_NEON
 #define ATTN__VF float32x4_t
 #define ATTN__L 4
-#define ATTN__MR 6
-#define ATTN__NV 4
+#define ATTN__MR 8
+#define ATTN__NV 3
 #define ATTN__VZERO() vdupq_n_f32(0.0f)
 #define ATTN__VSET1(x) vdupq_n_f32(x)
 #define ATTN__VLOAD(p) vld1q_f32(p)
@@ -2683,7 +2695,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #else
 #define ATTN__UNROLL
 #endif
-#define ATTN__NR (ATTN__NV * ATTN__L)   /* micro-tile width in floats */
+#define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
 
@@ -2769,61 +2781,69 @@ ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt, const floa
     for (; i < n; i++) attn__store_f32(dst, dt, (size_t)i, src[i]);
 }
 
-/* ---- prefill: flash-attention over tiles of (query tokens x grouped heads) x keys ---------- */
+/* ---- prefill: flash-attention over tiles of (query tokens x grouped heads) x keys ----------
+   Query rows live in vector lanes (see attn__prefill_scratch): a row block is NV vectors, NR
+   rows; a micro-tile is MR keys (scores) or MR head dims (outputs) by one row block. */
 
-/* S[MR][NR] = Q[MR][D] . Kt[D][NR]: one register tile of scores. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__qk_micro)(const float *ATTN_RESTRICT q, int D,
-                                                          const float *ATTN_RESTRICT kt,
+/* S[c][r] = K_c . Q_r for MR keys by NR rows: key elements broadcast from their rows. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__qk_micro)(const float *ATTN_RESTRICT qt, int rs,
+                                                          int D, const float *const *krows,
                                                           float *ATTN_RESTRICT s) {
     ATTN__VF acc[ATTN__MR][ATTN__NV];
-    int r, v, d;
-    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VZERO();
+    const float *k[ATTN__MR];
+    int i, v, d;
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+        k[i] = krows[i];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VZERO();
+    }
     for (d = 0; d < D; d++) {
-        ATTN__VF kv[ATTN__NV];
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) kv[v] = ATTN__VLOAD(kt + (size_t)d * ATTN__KEY_TILE + v * ATTN__L);
-        ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
-            ATTN__VF b = ATTN__VSET1(q[(size_t)r * D + d]);
-            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VFMA(b, kv[v], acc[r][v]);
+        ATTN__VF qv[ATTN__NV];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] = ATTN__VLOAD(qt + (size_t)d * rs + v * ATTN__L);
+        ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+            ATTN__VF b = ATTN__VSET1(k[i][d]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VFMA(b, qv[v], acc[i][v]);
         }
     }
-    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
         ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
-            ATTN__VSTORE(s + (size_t)r * ATTN__KEY_TILE + v * ATTN__L, acc[r][v]);
+            ATTN__VSTORE(s + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
 
-/* O[MR][NR] = O * alpha[row] + P[MR][n] . V[n][NR]: one register tile of outputs. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int n,
-                                                          const float *ATTN_RESTRICT vt, int Dp,
+/* O[d][r] = O[d][r] * alpha[r] + sum_c V_c[d] P[c][r] for MR dims (from d0) by NR rows. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int rs, int n,
+                                                          const float *const *vrows, int d0,
                                                           const float *ATTN_RESTRICT alpha,
-                                                          float *ATTN_RESTRICT o) {
-    ATTN__VF acc[ATTN__MR][ATTN__NV];
-    int r, v, c;
-    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
-        ATTN__VF a = ATTN__VSET1(alpha[r]);
+                                                          float *ATTN_RESTRICT ot) {
+    ATTN__VF acc[ATTN__MR][ATTN__NV], av[ATTN__NV];
+    int i, v, c;
+    ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) av[v] = ATTN__VLOAD(alpha + v * ATTN__L);
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
         ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
-            acc[r][v] = ATTN__VMUL(ATTN__VLOAD(o + (size_t)r * Dp + v * ATTN__L), a);
-    }
+            acc[i][v] = ATTN__VMUL(ATTN__VLOAD(ot + (size_t)i * rs + v * ATTN__L), av[v]);
     for (c = 0; c < n; c++) {
-        ATTN__VF vv[ATTN__NV];
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) vv[v] = ATTN__VLOAD(vt + (size_t)c * Dp + v * ATTN__L);
-        ATTN__UNROLL for (r = 0; r < ATTN__MR; r++) {
-            ATTN__VF b = ATTN__VSET1(p[(size_t)r * ATTN__KEY_TILE + c]);
-            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[r][v] = ATTN__VFMA(b, vv[v], acc[r][v]);
+        ATTN__VF pv[ATTN__NV];
+        const float *vr = vrows[c] + d0;
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] = ATTN__VLOAD(p + (size_t)c * rs + v * ATTN__L);
+        ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+            ATTN__VF b = ATTN__VSET1(vr[i]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VFMA(b, pv[v], acc[i][v]);
         }
     }
-    ATTN__UNROLL for (r = 0; r < ATTN__MR; r++)
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
         ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
-            ATTN__VSTORE(o + (size_t)r * Dp + v * ATTN__L, acc[r][v]);
+            ATTN__VSTORE(ot + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
 
-/* Packs keys [k0, k0+n) of (sequence, kv head) as Kt[D][KEY_TILE] (transposed, columns >= n
-   zero) and values as V[n][Dp] (dims >= D zero), both f32 and dequantized. */
-ATTN__PRIVATE void ATTN__FN(attn__pack_kv)(const attn__prefill_plan *P, int seq, int g, int k0,
-                                           int n, int ncols, int Dp, float *ATTN_RESTRICT kt,
-                                           float *ATTN_RESTRICT vt, float *ATTN_RESTRICT krow) {
-    int D = P->D, c, d;
+/* Points krows / vrows at keys [k0, k0+n) of (sequence, kv head): straight into the source
+   when it is f32 with no scale (values also need D to be whole micro-tiles, as the kernel reads
+   MR dims at a time), else at rows dequantized into kt / vt. Columns n..ncols-1 are zeros. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_rows)(const attn__prefill_plan *P, int seq, int g,
+                                             int64_t k0, int n, int ncols,
+                                             const attn__prefill_scratch *sc) {
+    int D = P->D, Dp = P->Dp, c, d;
     size_t esz = attn_dtype_size(P->kv_dtype);
+    int direct_k = P->kv_dtype == ATTN_F32 && P->k_scale == 1.0f;
+    int direct_v = direct_k && P->v_scale == 1.0f && D % ATTN__MR == 0;
     for (c = 0; c < n; c++) {
         int64_t j = k0 + c;
         const char *kp, *vp;
@@ -2837,134 +2857,150 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_kv)(const attn__prefill_plan *P, int seq,
             kp = P->key_cache + (size_t)at * esz;
             vp = P->value_cache + (size_t)at * esz;
         }
-        ATTN__FN(attn__to_f32)(krow, kp, P->kv_dtype, D, P->k_scale);
-        for (d = 0; d < D; d++) kt[(size_t)d * ATTN__KEY_TILE + c] = krow[d];
-        ATTN__FN(attn__to_f32)(vt + (size_t)c * Dp, vp, P->kv_dtype, D, P->v_scale);
-        for (d = D; d < Dp; d++) vt[(size_t)c * Dp + d] = 0.0f;
+        if (direct_k) {
+            sc->krows[c] = (const float *)(const void *)kp;
+        } else {
+            ATTN__FN(attn__to_f32)(sc->kt + (size_t)c * D, kp, P->kv_dtype, D, P->k_scale);
+            sc->krows[c] = sc->kt + (size_t)c * D;
+        }
+        if (direct_v) {
+            sc->vrows[c] = (const float *)(const void *)vp;
+        } else {
+            float *vr = sc->vt + (size_t)c * Dp;
+            ATTN__FN(attn__to_f32)(vr, vp, P->kv_dtype, D, P->v_scale);
+            for (d = D; d < Dp; d++) vr[d] = 0.0f;
+            sc->vrows[c] = vr;
+        }
     }
-    for (d = 0; d < D; d++)
-        for (c = n; c < ncols; c++) kt[(size_t)d * ATTN__KEY_TILE + c] = 0.0f;
+    for (; c < ncols; c++) sc->krows[c] = sc->zero;
 }
 
-/* Turns one row of raw scores (q already carries the scale) into probabilities for the keys
-   [k0, k0+n) and updates the row's running max m, denominator l and rescale factor alpha.
-   pos is the query's absolute position. */
-ATTN__PRIVATE void ATTN__FN(attn__softmax_row)(const attn__prefill_plan *P, int h, int64_t pos,
-                                               int64_t k0, int n, float *ATTN_RESTRICT s,
-                                               float *m, float *l, float *alpha) {
-    int c, ncols = (n + ATTN__L - 1) / ATTN__L * ATTN__L;
-    int64_t lo = P->window ? pos - P->window + 1 - k0 : 0, hi = P->causal ? pos - k0 : n - 1;
-    lo = ATTN__MAX(lo, 0);
-    hi = ATTN__MIN(hi, (int64_t)n - 1);
-    *alpha = 1.0f;
-    if (lo > hi) {  /* nothing visible in this tile */
-        for (c = 0; c < n; c++) s[c] = 0.0f;
-        return;
+/* Online softmax of one vector of rows over a tile of n keys: applies cap, ALiBi and the mask
+   (when `masked`), updates the rows' m and l and leaves their rescale factor in a. dist0 is the
+   first key's position minus the item's first query position; rel holds each row's query
+   position minus that first one, so dist0 + c - rel is key minus query position. */
+ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, float *ATTN_RESTRICT s,
+                                                 int rs, int n, float dist0, int masked,
+                                                 const attn__prefill_scratch *sc, int r0) {
+    ATTN__VF rel = ATTN__VLOAD(sc->rel + r0), slope = ATTN__VLOAD(sc->slope + r0);
+    ATTN__VF ninf = ATTN__VSET1(-INFINITY), xmax = ninf, sum = ATTN__VZERO();
+    ATTN__VF lo = ATTN__VSET1(P->window ? (float)(1 - P->window) : -INFINITY);
+    ATTN__VF hi = ATTN__VSET1(P->causal ? 0.0f : INFINITY);
+    int c, shape = P->cap > 0.0f || P->slopes || masked;
+    for (c = 0; c < n; c++) {
+        float *sc_row = s + (size_t)c * rs;
+        ATTN__VF x = ATTN__VLOAD(sc_row);
+        if (shape) {
+            ATTN__VF dist = ATTN__VSUB(ATTN__VSET1(dist0 + (float)c), rel);
+            if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
+            if (P->slopes) x = ATTN__VFMA(slope, dist, x);
+            if (masked) x = ATTN__VIN_SELECT(dist, lo, hi, x, ninf);
+            ATTN__VSTORE(sc_row, x);
+        }
+        xmax = ATTN__VMAX(xmax, x);
     }
-    ATTN__VF vlo = ATTN__VSET1((float)lo), vhi = ATTN__VSET1((float)hi), ninf = ATTN__VSET1(-INFINITY);
-    ATTN__VF vmax = ninf;
-    int masked = lo > 0 || hi < ncols - 1;
-    float slope = P->slopes ? P->slopes[h] : 0.0f;
-    for (c = 0; c < ncols; c += ATTN__L) {
-        ATTN__VF x = ATTN__VLOAD(s + c);
-        ATTN__VF col = ATTN__VADD(ATTN__VIOTA(), ATTN__VSET1((float)c));
-        if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
-        if (P->slopes) /* slope * (j - pos), j = k0 + col: exact integers in f32 up to 2^24 */
-            x = ATTN__VFMA(ATTN__VSET1(slope), ATTN__VADD(col, ATTN__VSET1((float)(k0 - pos))), x);
-        if (masked) x = ATTN__VIN_SELECT(col, vlo, vhi, x, ninf);
-        ATTN__VSTORE(s + c, x);
-        vmax = ATTN__VMAX(vmax, x);
+    ATTN__VF m_old = ATTN__VLOAD(sc->m + r0), m_new = ATTN__VMAX(m_old, xmax);
+    /* rows that have seen no key yet subtract 0, not -inf (which would make NaNs) */
+    ATTN__VF ref = ATTN__VLT_SELECT(m_new, ATTN__VSET1(-FLT_MAX), ATTN__VZERO(), m_new);
+    for (c = 0; c < n; c++) {
+        float *sc_row = s + (size_t)c * rs;
+        ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(sc_row), ref));
+        ATTN__VSTORE(sc_row, e);
+        sum = ATTN__VADD(sum, e);
     }
-    float m_new = ATTN__MAX(*m, ATTN__VHMAX(vmax));
-    ATTN__VF vm = ATTN__VSET1(m_new), vsum = ATTN__VZERO();
-    for (c = 0; c < ncols; c += ATTN__L) {
-        ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + c), vm));
-        ATTN__VSTORE(s + c, e);
-        vsum = ATTN__VADD(vsum, e);
-    }
-    *alpha = attn__vexp__scalar(*m - m_new);  /* one scalar: the same in every ISA */
-    *l = *l * *alpha + ATTN__VHSUM(vsum);
-    *m = m_new;
+    ATTN__VF alpha = ATTN__FN(attn__vexp)(ATTN__VSUB(m_old, ref));
+    ATTN__VSTORE(sc->a + r0, alpha);
+    ATTN__VSTORE(sc->l + r0, ATTN__VFMA(ATTN__VLOAD(sc->l + r0), alpha, sum));
+    ATTN__VSTORE(sc->m + r0, m_new);
 }
 
-/* Writes one finished row: out = O / l (0 when no key is visible), lse = m + log(l). */
-ATTN__PRIVATE void ATTN__FN(attn__finish_row)(const attn__prefill_plan *P, int64_t token, int h,
-                                              int has_keys, float m, float l,
-                                              float *ATTN_RESTRICT o) {
-    int D = P->D, d;
+/* Loads an item's query rows (row r = token r / G, head g*G + r % G) transposed and pre-scaled,
+   and sets up the per-row state; padding rows are zero queries that no output reads. */
+ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int g, int64_t t0,
+                                                int rows, int rows_pad,
+                                                const attn__prefill_scratch *sc) {
+    int G = P->G, D = P->D, rs = P->rows_cap, r, d;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+    for (r = 0; r < rows_pad; r++) {
+        int h = g * G + r % G, real = r < rows;
+        if (real)
+            ATTN__FN(attn__to_f32)(sc->row, P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)h * D) * qsz,
+                                   P->q_dtype, D, P->q_mul);
+        for (d = 0; d < D; d++) sc->qt[(size_t)d * rs + r] = real ? sc->row[d] : 0.0f;
+        sc->m[r] = real && P->sinks ? P->sinks[h] : -INFINITY;
+        sc->l[r] = real && P->sinks ? 1.0f : 0.0f;
+        sc->slope[r] = real && P->slopes ? P->slopes[h] : 0.0f;
+        sc->rel[r] = (float)(r / G);
+        sc->a[r] = 1.0f;
+    }
+    for (d = 0; d < P->Dp; d++) {
+        sc->zero[d] = 0.0f;
+        for (r = 0; r < rows_pad; r++) sc->ot[(size_t)d * rs + r] = 0.0f;
+    }
+}
+
+/* Writes an item's finished rows: out = O / l (0 when no key is visible), lse = m + log(l).
+   pos0 is the first row's query position. */
+ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g, int64_t t0,
+                                              int64_t pos0, int64_t Lk, int rows,
+                                              const attn__prefill_scratch *sc) {
+    int G = P->G, D = P->D, rs = P->rows_cap, r, d;
     size_t osz = attn_dtype_size(P->out_dtype);
-    char *dst = P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz;
-    float inv = has_keys ? 1.0f / l : 0.0f;
-    ATTN__VF vinv = ATTN__VSET1(inv);
-    for (d = 0; d + ATTN__L <= D; d += ATTN__L) ATTN__VSTORE(o + d, ATTN__VMUL(ATTN__VLOAD(o + d), vinv));
-    for (; d < D; d++) o[d] *= inv;
-    ATTN__FN(attn__from_f32)(dst, P->out_dtype, o, D);
-    if (P->lse) P->lse[token * P->H + h] = has_keys ? m + logf(l) : -INFINITY;
+    for (r = 0; r < rows; r++) {
+        int64_t token = t0 + r / G;
+        int h = g * G + r % G;
+        int has_keys = Lk > 0 && (!P->causal || pos0 + r / G >= 0);
+        float inv = has_keys ? 1.0f / sc->l[r] : 0.0f;
+        for (d = 0; d < D; d++) sc->row[d] = sc->ot[(size_t)d * rs + r] * inv;
+        ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz,
+                                 P->out_dtype, sc->row, D);
+        if (P->lse) P->lse[token * P->H + h] = has_keys ? sc->m[r] + logf(sc->l[r]) : -INFINITY;
+    }
+}
+
+/* Whether any row of [r0, r0 + L) masks any key of [k0, k0 + n): decides the softmax path. */
+ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int64_t pos0, int r0,
+                                               int64_t k0, int n) {
+    int64_t first = pos0 + r0 / P->G, last = pos0 + (r0 + ATTN__L - 1) / P->G;
+    return (P->causal && k0 + n - 1 > first) || (P->window && k0 < last - P->window + 1);
 }
 
 /* One work item: (sequence, KV head, tile of query tokens), all G query heads of the KV head
-   together so each packed K/V tile serves G * tile_tokens rows. Row r = token * G + head. */
+   together so each K/V tile serves G * tile_tokens rows. */
 ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int item, int thread) {
     attn__prefill_scratch sc;
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
-    int G = P->G, D = P->D, TT = P->tile_tokens;
-    int Dp = (D + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
+    int G = P->G, D = P->D, TT = P->tile_tokens, rs = P->rows_cap, rb, c0, d0;
+    int Dm = (D + ATTN__MR - 1) / ATTN__MR * ATTN__MR;  /* dims the output micro-tiles cover */
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
     int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
-    int rows_pad = (rows + ATTN__MR - 1) / ATTN__MR * ATTN__MR, r, c;
-    int64_t off = Lk - Lq, pmin = off + i0, pmax = off + i0 + mq - 1, k0, kbeg = 0, kend = Lk;
-    size_t qsz = attn_dtype_size(P->q_dtype);
+    int rows_pad = (rows + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
+    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg = 0, kend = Lk;
 
-    attn__prefill_scratch_layout(P->rows_cap, D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
-    for (r = 0; r < rows; r++) {
-        int64_t t = qs + i0 + r / G;
-        int h = g * G + r % G;
-        ATTN__FN(attn__to_f32)(sc.q + (size_t)r * D,
-                               P->q + (size_t)(t * P->q_stride + (int64_t)h * D) * qsz,
-                               P->q_dtype, D, P->q_mul);
-        sc.m[r] = P->sinks ? P->sinks[h] : -INFINITY;
-        sc.l[r] = P->sinks ? 1.0f : 0.0f;
-    }
-    for (r = rows; r < rows_pad; r++) {
-        for (c = 0; c < D; c++) sc.q[(size_t)r * D + c] = 0.0f;
-        sc.m[r] = -INFINITY;
-        sc.l[r] = 0.0f;
-    }
-    for (r = 0; r < rows_pad; r++) {
-        sc.a[r] = 1.0f;
-        for (c = 0; c < Dp; c++) sc.o[(size_t)r * Dp + c] = 0.0f;
-    }
+    attn__prefill_scratch_layout(rs, D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, &sc);
     if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
-    if (P->window) kbeg = ATTN__MAX((int64_t)0, pmin - P->window + 1);
+    if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
-        int ncols = (n + ATTN__NR - 1) / ATTN__NR * ATTN__NR, rb, cb;
-        ATTN__FN(attn__pack_kv)(P, seq, g, (int)k0, n, ncols, Dp, sc.kt, sc.v, sc.krow);
-        for (rb = 0; rb < rows_pad; rb += ATTN__MR)
-            for (cb = 0; cb < ncols; cb += ATTN__NR)
-                ATTN__FN(attn__qk_micro)(sc.q + (size_t)rb * D, D, sc.kt + cb,
-                                         sc.s + (size_t)rb * ATTN__KEY_TILE + cb);
-        for (r = 0; r < rows; r++)
-            ATTN__FN(attn__softmax_row)(P, g * G + r % G, pmin + r / G, k0, n,
-                                        sc.s + (size_t)r * ATTN__KEY_TILE, &sc.m[r], &sc.l[r],
-                                        &sc.a[r]);
-        for (r = rows; r < rows_pad; r++)
-            for (c = 0; c < n; c++) sc.s[(size_t)r * ATTN__KEY_TILE + c] = 0.0f;
-        for (rb = 0; rb < rows_pad; rb += ATTN__MR)
-            for (cb = 0; cb < Dp; cb += ATTN__NR)
-                ATTN__FN(attn__pv_micro)(sc.s + (size_t)rb * ATTN__KEY_TILE, n, sc.v + cb, Dp,
-                                         sc.a + rb, sc.o + (size_t)rb * Dp + cb);
+        int ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR;
+        ATTN__FN(attn__tile_rows)(P, seq, g, k0, n, ncols, &sc);
+        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+            for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
+                ATTN__FN(attn__qk_micro)(sc.qt + rb, rs, D, sc.krows + c0, sc.s + (size_t)c0 * rs + rb);
+        for (rb = 0; rb < rows_pad; rb += ATTN__L)
+            ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, rs, n, (float)(k0 - pos0),
+                                          ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n), &sc, rb);
+        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+            for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
+                ATTN__FN(attn__pv_micro)(sc.s + rb, rs, n, sc.vrows, d0, sc.a + rb,
+                                         sc.ot + (size_t)d0 * rs + rb);
     }
-    for (r = 0; r < rows; r++) {
-        int64_t pos = pmin + r / G;
-        int has_keys = Lk > 0 && (!P->causal || pos >= 0);
-        ATTN__FN(attn__finish_row)(P, qs + i0 + r / G, g * G + r % G, has_keys, sc.m[r], sc.l[r],
-                                   sc.o + (size_t)r * Dp);
-    }
+    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }
 
 /* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
