@@ -260,6 +260,8 @@ typedef struct attn_exec {
     attn_gemm gemm;                     /* ATTN_GEMM_NATIVE */
     attn_parallel_for_fn *parallel_for; /* NULL = OpenMP when compiled in, else serial */
     void *pool;                         /* passed to parallel_for */
+    int f32_probs;  /* 1: keep softmax probabilities in f32 for bf16 inputs, i.e. do not use the
+                       AVX-512 BF16 dot-product path (see PRECISION); slower, never less exact */
 } attn_exec;
 
 /* ---------------------------------------------------------------------------------------------
@@ -1066,6 +1068,7 @@ typedef struct attn__prefill_plan {
     attn__kv_source source;
     const char *k, *v; attn_dtype kv_dtype; int64_t k_stride, v_stride;
     const int32_t *k_start;      /* [num_seqs+1] key row offsets (rows source) */
+    int bf16_pairs;              /* bf16 q, k, v: eligible for the bf16 dot-product kernels */
     /* ... or the paged cache */
     const char *key_cache, *value_cache;
     float k_scale, v_scale;
@@ -1088,9 +1091,10 @@ typedef struct attn__prefill_scratch {
     float *m, *l, *a;      /* [rows_cap] running max, denominator, rescale of the last tile */
     float *rel, *slope;    /* [rows_cap] row's token offset in the item; its head's ALiBi slope */
     float *kt, *vt;        /* [KEY_TILE][D], [KEY_TILE][Dp] keys / values converted to f32 */
-    float *zero;           /* [Dp] zeros: the key row of padding columns */
+    float *zero;           /* [Dp] zeros: the key row of padding columns (f32 or bf16) */
     float *row;            /* [Dp] one query or output row */
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
+    const uint16_t **krows16;      /* [KEY_TILE] the same for the bf16 pair kernels */
 } attn__prefill_scratch;
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
@@ -1119,6 +1123,7 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, c
     t.row = (float *)attn__carve(&c, f * (size_t)Dp);
     t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
+    t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
     if (s) *s = t;
     return (size_t)(c - base);
 }
@@ -1131,6 +1136,22 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
         if (item_start[mid] <= item) lo = mid; else hi = mid - 1;
     }
     return lo;
+}
+
+/* Where key j of (sequence seq, KV head g) of a prefill plan is: its key row and value row. */
+ATTN__PRIVATE void attn__kv_row(const attn__prefill_plan *P, int seq, int g, int64_t j,
+                                const char **kp, const char **vp) {
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    if (P->source == ATTN__KV_ROWS) {
+        int64_t row = P->k_start[seq] + j;
+        *kp = P->k + (size_t)(row * P->k_stride + (int64_t)g * P->D) * esz;
+        *vp = P->v + (size_t)(row * P->v_stride + (int64_t)g * P->D) * esz;
+    } else {
+        int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
+        int64_t at = ((blk * P->Hk + g) * P->block_size + j % P->block_size) * P->D;
+        *kp = P->key_cache + (size_t)at * esz;
+        *vp = P->value_cache + (size_t)at * esz;
+    }
 }
 
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
@@ -1505,6 +1526,13 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     return items > 0x7fffffff ? -1 : items;
 }
 
+/* bf16 queries, keys and values with an even head size can take the bf16 dot-product kernels
+   (when the ISA has them and the caller did not ask for f32 probabilities). */
+ATTN__PRIVATE void attn__prefill_plan_pairs(attn__prefill_plan *P, const attn_exec *exec) {
+    P->bf16_pairs = P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->k_scale == 1.0f &&
+                    P->v_scale == 1.0f && P->D % 2 == 0 && !(exec && exec->f32_probs);
+}
+
 typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
 ATTN__PRIVATE void attn__prefill_task(void *ctx, int item, int thread) {
     const attn__prefill_run *run = (const attn__prefill_run *)ctx;
@@ -1567,6 +1595,7 @@ ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_para
     P->v_stride = v.stride ? v.stride : (int64_t)Hk * D;
     P->k_start = cu_k;
     P->k_scale = P->v_scale = 1.0f;
+    attn__prefill_plan_pairs(P, exec);
     return ATTN_OK;
 }
 
@@ -2248,6 +2277,7 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = max_blocks;
     P->block_tables = tables; P->seq_lens = seq_lens;
+    attn__prefill_plan_pairs(P, exec);
     return ATTN_OK;
 }
 
@@ -2532,6 +2562,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
 #define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
+#define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
 #define ATTN__FN(name) name##__avx2
@@ -2568,6 +2599,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
+#define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -2630,6 +2662,39 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
+/* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
+   VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
+#define ATTN__HAS_DOT2 1
+#define ATTN__DOT2_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512BF16) != 0)
+#define ATTN__DOT2_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
+#define ATTN__VI __m512i
+#define ATTN__VLOADI(p) _mm512_loadu_si512((const void *)(p))
+#define ATTN__VSTOREI(p, v) _mm512_storeu_si512((void *)(p), (v))
+#define ATTN__VSET1I(x) _mm512_set1_epi32((int)(x))
+#define ATTN__VDOT2(acc, a, b) _mm512_dpbf16_ps((acc), (__m512bh)(a), (__m512bh)(b))
+#define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx512((dst), (a), (b), (n))
+#define ATTN__VPAIR_PROBS(dst, lo, hi) attn__pair_probs__avx512((dst), (lo), (hi))
+
+/* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs. */
+ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)));
+        __m512i y = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + i)));
+        _mm512_storeu_si512((void *)(dst + i), _mm512_or_si512(x, _mm512_slli_epi32(y, 16)));
+    }
+    for (; i < n; i++) dst[i] = a[i] | (uint32_t)b[i] << 16;
+}
+/* Rounds two vectors of probabilities (finite, >= 0) to bf16, RNE, and stores them as pairs
+   (lo in the low half). */
+ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, __m512 hi) {
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    __m512i a = _mm512_castps_si512(lo), b = _mm512_castps_si512(hi);
+    a = _mm512_add_epi32(a, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(a, 16), one)));
+    b = _mm512_add_epi32(b, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(b, 16), one)));
+    b = _mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u));
+    _mm512_storeu_si512((void *)dst, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+}
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_reduce_add_ps(v); }
 ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
@@ -2673,6 +2738,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
+#define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
     static const float iota[4] = {0, 1, 2, 3};
@@ -2841,22 +2907,11 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows)(const attn__prefill_plan *P, int se
                                              int64_t k0, int n, int ncols,
                                              const attn__prefill_scratch *sc) {
     int D = P->D, Dp = P->Dp, c, d;
-    size_t esz = attn_dtype_size(P->kv_dtype);
     int direct_k = P->kv_dtype == ATTN_F32 && P->k_scale == 1.0f;
     int direct_v = direct_k && P->v_scale == 1.0f && D % ATTN__MR == 0;
     for (c = 0; c < n; c++) {
-        int64_t j = k0 + c;
         const char *kp, *vp;
-        if (P->source == ATTN__KV_ROWS) {
-            int64_t row = P->k_start[seq] + j;
-            kp = P->k + (size_t)(row * P->k_stride + (int64_t)g * D) * esz;
-            vp = P->v + (size_t)(row * P->v_stride + (int64_t)g * D) * esz;
-        } else {
-            int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
-            int64_t at = ((blk * P->Hk + g) * P->block_size + j % P->block_size) * D;
-            kp = P->key_cache + (size_t)at * esz;
-            vp = P->value_cache + (size_t)at * esz;
-        }
+        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
         if (direct_k) {
             sc->krows[c] = (const float *)(const void *)kp;
         } else {
@@ -2875,23 +2930,113 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows)(const attn__prefill_plan *P, int se
     for (; c < ncols; c++) sc->krows[c] = sc->zero;
 }
 
-/* Online softmax of one vector of rows over a tile of n keys: applies cap, ALiBi and the mask
-   (when `masked`), updates the rows' m and l and leaves their rescale factor in a. dist0 is the
-   first key's position minus the item's first query position; rel holds each row's query
-   position minus that first one, so dist0 + c - rel is key minus query position. */
+#if ATTN__HAS_DOT2
+/* The bf16 pair path (AVX-512 BF16 dot products) for bf16 queries, keys and values. Pairs run
+   along each product's reduction: head dims for scores, keys for outputs. Queries are packed
+   unscaled (scaling would round them) and the scale goes onto the f32 scores. Probabilities are
+   rounded to bf16 for P.V - this path's one approximation, as in every bf16 flash attention
+   (relative error <= 2^-9 per weight, below the bf16 output's own rounding); the denominator
+   sums the unrounded values, so the lse is as exact as on the f32 path. exec.f32_probs turns
+   the path off. */
+
+/* S[c][r] = K_c . Q_r over pairs of head dims, MR keys by NR rows. */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_dot2_micro)(const uint32_t *ATTN_RESTRICT qt2,
+                                                                   int rs, int D2,
+                                                                   const uint16_t *const *krows,
+                                                                   float *ATTN_RESTRICT s) {
+    ATTN__VF acc[ATTN__MR][ATTN__NV];
+    const uint16_t *k[ATTN__MR];
+    int i, v, d2;
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+        k[i] = krows[i];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VZERO();
+    }
+    for (d2 = 0; d2 < D2; d2++) {
+        ATTN__VI qv[ATTN__NV];
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] = ATTN__VLOADI(qt2 + (size_t)d2 * rs + v * ATTN__L);
+        ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+            uint32_t pair;
+            memcpy(&pair, k[i] + 2 * d2, sizeof pair);
+            ATTN__VI b = ATTN__VSET1I(pair);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VDOT2(acc[i][v], b, qv[v]);
+        }
+    }
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            ATTN__VSTORE(s + (size_t)i * rs + v * ATTN__L, acc[i][v]);
+}
+
+/* O[d][r] = O[d][r] * alpha[r] + sum over pairs of keys, MR dims (from d0) by NR rows; p2 and
+   vt2 ([n2][Dp]) hold pairs of probabilities and of value elements. */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(const uint32_t *ATTN_RESTRICT p2,
+                                                                   int rs, int n2,
+                                                                   const uint32_t *ATTN_RESTRICT vt2,
+                                                                   int Dp, int d0,
+                                                                   const float *ATTN_RESTRICT alpha,
+                                                                   float *ATTN_RESTRICT ot) {
+    ATTN__VF acc[ATTN__MR][ATTN__NV], av[ATTN__NV];
+    int i, v, c2;
+    ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) av[v] = ATTN__VLOAD(alpha + v * ATTN__L);
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            acc[i][v] = ATTN__VMUL(ATTN__VLOAD(ot + (size_t)i * rs + v * ATTN__L), av[v]);
+    for (c2 = 0; c2 < n2; c2++) {
+        ATTN__VI pv[ATTN__NV];
+        const uint32_t *vr = vt2 + (size_t)c2 * Dp + d0;
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] = ATTN__VLOADI(p2 + (size_t)c2 * rs + v * ATTN__L);
+        ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
+            ATTN__VI b = ATTN__VSET1I(vr[i]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VDOT2(acc[i][v], b, pv[v]);
+        }
+    }
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
+            ATTN__VSTORE(ot + (size_t)i * rs + v * ATTN__L, acc[i][v]);
+}
+
+/* Keys [k0, k0+n) for the pair kernels: key rows straight from the source, value rows
+   interleaved by pairs of keys into vt (an odd last key pairs with zeros, as do dims >= D). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_pairs)(const attn__prefill_plan *P, int seq, int g,
+                                              int64_t k0, int n, int ncols,
+                                              const attn__prefill_scratch *sc) {
+    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero, *even = zero;
+    uint32_t *vt2 = (uint32_t *)(void *)sc->vt;
+    int D = P->D, Dp = P->Dp, c, d;
+    for (c = 0; c < n; c++) {
+        const char *kp, *vp;
+        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
+        sc->krows16[c] = (const uint16_t *)(const void *)kp;
+        if (c % 2 == 0) even = (const uint16_t *)(const void *)vp;
+        if (c % 2 == 1 || c == n - 1) {
+            uint32_t *row = vt2 + (size_t)(c / 2) * Dp;
+            ATTN__VPAIR_BF16(row, even, c % 2 ? (const uint16_t *)(const void *)vp : zero, D);
+            for (d = D; d < Dp; d++) row[d] = 0;
+        }
+    }
+    for (; c < ncols; c++) sc->krows16[c] = zero;
+}
+#endif
+
+/* Online softmax of one vector of rows over a tile of n keys: scales the scores by score_mul,
+   applies cap, ALiBi and the mask (when `masked`), updates the rows' m and l and leaves their
+   rescale factor in a. dist0 is the first key's position minus the item's first query position;
+   rel holds each row's query position minus that first one, so dist0 + c - rel is key minus
+   query position. With `pairs` the probabilities are left as bf16 pairs of keys. */
 ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, float *ATTN_RESTRICT s,
                                                  int rs, int n, float dist0, int masked,
+                                                 float score_mul, int pairs,
                                                  const attn__prefill_scratch *sc, int r0) {
     ATTN__VF rel = ATTN__VLOAD(sc->rel + r0), slope = ATTN__VLOAD(sc->slope + r0);
     ATTN__VF ninf = ATTN__VSET1(-INFINITY), xmax = ninf, sum = ATTN__VZERO();
     ATTN__VF lo = ATTN__VSET1(P->window ? (float)(1 - P->window) : -INFINITY);
     ATTN__VF hi = ATTN__VSET1(P->causal ? 0.0f : INFINITY);
-    int c, shape = P->cap > 0.0f || P->slopes || masked;
+    int c, shape = P->cap > 0.0f || P->slopes || masked || score_mul != 1.0f;
     for (c = 0; c < n; c++) {
         float *sc_row = s + (size_t)c * rs;
         ATTN__VF x = ATTN__VLOAD(sc_row);
         if (shape) {
             ATTN__VF dist = ATTN__VSUB(ATTN__VSET1(dist0 + (float)c), rel);
+            if (score_mul != 1.0f) x = ATTN__VMUL(x, ATTN__VSET1(score_mul));
             if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
             if (P->slopes) x = ATTN__VFMA(slope, dist, x);
             if (masked) x = ATTN__VIN_SELECT(dist, lo, hi, x, ninf);
@@ -2902,11 +3047,25 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     ATTN__VF m_old = ATTN__VLOAD(sc->m + r0), m_new = ATTN__VMAX(m_old, xmax);
     /* rows that have seen no key yet subtract 0, not -inf (which would make NaNs) */
     ATTN__VF ref = ATTN__VLT_SELECT(m_new, ATTN__VSET1(-FLT_MAX), ATTN__VZERO(), m_new);
-    for (c = 0; c < n; c++) {
-        float *sc_row = s + (size_t)c * rs;
-        ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(sc_row), ref));
-        ATTN__VSTORE(sc_row, e);
-        sum = ATTN__VADD(sum, e);
+#if ATTN__HAS_DOT2
+    if (pairs) {  /* pair c/2 overwrites row c/2, which has been read already */
+        for (c = 0; c < n; c += 2) {
+            ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + (size_t)c * rs), ref));
+            ATTN__VF e1 = c + 1 < n ? ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + (size_t)(c + 1) * rs), ref))
+                                    : ATTN__VZERO();
+            ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
+            sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));  /* unrounded: the lse stays f32-exact */
+        }
+    } else
+#endif
+    {
+        (void)pairs;
+        for (c = 0; c < n; c++) {
+            float *sc_row = s + (size_t)c * rs;
+            ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(sc_row), ref));
+            ATTN__VSTORE(sc_row, e);
+            sum = ATTN__VADD(sum, e);
+        }
     }
     ATTN__VF alpha = ATTN__FN(attn__vexp)(ATTN__VSUB(m_old, ref));
     ATTN__VSTORE(sc->a + r0, alpha);
@@ -2914,19 +3073,26 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     ATTN__VSTORE(sc->m + r0, m_new);
 }
 
-/* Loads an item's query rows (row r = token r / G, head g*G + r % G) transposed and pre-scaled,
-   and sets up the per-row state; padding rows are zero queries that no output reads. */
+/* Loads an item's query rows (row r = token r / G, head g*G + r % G) transposed - as f32
+   pre-scaled, or as unscaled bf16 pairs of dims for the pair kernels - and sets up the per-row
+   state; padding rows are zero queries that no output reads. */
 ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int g, int64_t t0,
-                                                int rows, int rows_pad,
+                                                int rows, int rows_pad, int pairs,
                                                 const attn__prefill_scratch *sc) {
     int G = P->G, D = P->D, rs = P->rows_cap, r, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
+    uint32_t *qt2 = (uint32_t *)(void *)sc->qt;
     for (r = 0; r < rows_pad; r++) {
         int h = g * G + r % G, real = r < rows;
-        if (real)
-            ATTN__FN(attn__to_f32)(sc->row, P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)h * D) * qsz,
-                                   P->q_dtype, D, P->q_mul);
-        for (d = 0; d < D; d++) sc->qt[(size_t)d * rs + r] = real ? sc->row[d] : 0.0f;
+        const char *src = real ? P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)h * D) * qsz : NULL;
+        if (pairs) {
+            const uint16_t *q16 = (const uint16_t *)(const void *)src;
+            for (d = 0; d < D / 2; d++)
+                qt2[(size_t)d * rs + r] = real ? q16[2 * d] | (uint32_t)q16[2 * d + 1] << 16 : 0;
+        } else {
+            if (real) ATTN__FN(attn__to_f32)(sc->row, src, P->q_dtype, D, P->q_mul);
+            for (d = 0; d < D; d++) sc->qt[(size_t)d * rs + r] = real ? sc->row[d] : 0.0f;
+        }
         sc->m[r] = real && P->sinks ? P->sinks[h] : -INFINITY;
         sc->l[r] = real && P->sinks ? 1.0f : 0.0f;
         sc->slope[r] = real && P->slopes ? P->slopes[h] : 0.0f;
@@ -2965,13 +3131,55 @@ ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int6
     return (P->causal && k0 + n - 1 > first) || (P->window && k0 < last - P->window + 1);
 }
 
+/* Scores of one tile: S[c][r] for keys [k0, k0+n) by rows [0, rows_pad). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int seq, int g,
+                                               int64_t k0, int n, int rows_pad, int pairs,
+                                               const attn__prefill_scratch *sc) {
+    int rs = P->rows_cap, ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, c0;
+#if ATTN__HAS_DOT2
+    if (pairs) {
+        ATTN__FN(attn__tile_pairs)(P, seq, g, k0, n, ncols, sc);
+        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+            for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
+                ATTN__FN(attn__qk_dot2_micro)((const uint32_t *)(const void *)sc->qt + rb, rs, P->D / 2,
+                                              sc->krows16 + c0, sc->s + (size_t)c0 * rs + rb);
+        return;
+    }
+#endif
+    (void)pairs;
+    ATTN__FN(attn__tile_rows)(P, seq, g, k0, n, ncols, sc);
+    for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+        for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
+            ATTN__FN(attn__qk_micro)(sc->qt + rb, rs, P->D, sc->krows + c0, sc->s + (size_t)c0 * rs + rb);
+}
+
+/* Outputs after one tile: O = O * alpha + P . V over the tile's n keys. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
+                                                int pairs, const attn__prefill_scratch *sc) {
+    int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
+#if ATTN__HAS_DOT2
+    if (pairs) {
+        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+            for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
+                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2,
+                                              (const uint32_t *)(const void *)sc->vt, P->Dp, d0,
+                                              sc->a + rb, sc->ot + (size_t)d0 * rs + rb);
+        return;
+    }
+#endif
+    (void)pairs;
+    for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+        for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
+            ATTN__FN(attn__pv_micro)(sc->s + rb, rs, n, sc->vrows, d0, sc->a + rb,
+                                     sc->ot + (size_t)d0 * rs + rb);
+}
+
 /* One work item: (sequence, KV head, tile of query tokens), all G query heads of the KV head
    together so each K/V tile serves G * tile_tokens rows. */
 ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int item, int thread) {
     attn__prefill_scratch sc;
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
-    int G = P->G, D = P->D, TT = P->tile_tokens, rs = P->rows_cap, rb, c0, d0;
-    int Dm = (D + ATTN__MR - 1) / ATTN__MR * ATTN__MR;  /* dims the output micro-tiles cover */
+    int G = P->G, TT = P->tile_tokens, rb, pairs = 0;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
     int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
@@ -2980,25 +3188,22 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
     int rows_pad = (rows + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
     int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg = 0, kend = Lk;
+#if ATTN__HAS_DOT2
+    pairs = P->bf16_pairs && ATTN__DOT2_READY();
+#endif
 
-    attn__prefill_scratch_layout(rs, D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
-    ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, &sc);
+    attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, pairs, &sc);
     if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
     if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
-        int ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR;
-        ATTN__FN(attn__tile_rows)(P, seq, g, k0, n, ncols, &sc);
-        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
-            for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
-                ATTN__FN(attn__qk_micro)(sc.qt + rb, rs, D, sc.krows + c0, sc.s + (size_t)c0 * rs + rb);
+        ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)
-            ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, rs, n, (float)(k0 - pos0),
-                                          ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n), &sc, rb);
-        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
-            for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-                ATTN__FN(attn__pv_micro)(sc.s + rb, rs, n, sc.vrows, d0, sc.a + rb,
-                                         sc.ot + (size_t)d0 * rs + rb);
+            ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
+                                          ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
+                                          pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
+        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, pairs, &sc);
     }
     ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }
@@ -3218,6 +3423,18 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VSTORE_F16
 #undef ATTN__VSTORE_BF16
 #undef ATTN__UNROLL
+#undef ATTN__HAS_DOT2
+#ifdef ATTN__DOT2_READY
+#undef ATTN__DOT2_READY
+#undef ATTN__DOT2_TARGET
+#undef ATTN__VI
+#undef ATTN__VLOADI
+#undef ATTN__VSTOREI
+#undef ATTN__VSET1I
+#undef ATTN__VDOT2
+#undef ATTN__VPAIR_BF16
+#undef ATTN__VPAIR_PROBS
+#endif
 #endif /* ATTN__KERNEL_PASS */
 
 /*
