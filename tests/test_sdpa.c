@@ -7,6 +7,7 @@ typedef struct ts_case {
     int causal, alibi, window, sinks, strided;
     float cap, scale;
     attn_dtype dt;             /* q, k, v and out dtype */
+    int f32_probs;             /* exec.f32_probs: 1 keeps bf16 inputs off the bf16 pair kernels */
 } ts_case;
 
 typedef struct ts_data {
@@ -84,6 +85,7 @@ static int ts_check(const ts_case *c, uint64_t seed) {
     float *got = (float *)tu_alloc(n_out * 4 + 4);
     for (int k = 0; k < n_isa; k++) {
         attn_exec e1 = tu_exec(isas[k], 1), e2 = tu_exec(isas[k], 2);
+        e1.f32_probs = e2.f32_probs = c->f32_probs;
         if (ts_run(c, &d, &e1, out1, lse1) != ATTN_OK) { fails++; continue; }
         for (size_t i = 0; i < n_out; i++) got[i] = tu_get(out1, c->dt, i);
         double atol = tu_atol(c->dt);
@@ -102,10 +104,10 @@ static int ts_check(const ts_case *c, uint64_t seed) {
         if (bad || bad_lse || !same) {
             fails++;
             printf("  case H=%d Hk=%d D=%d seqs=%d causal=%d alibi=%d W=%d cap=%g sinks=%d dt=%s "
-                   "strided=%d isa=%s: %d bad out (worst [%zu] got %.7g want %.7g), %d bad lse, "
+                   "strided=%d f32_probs=%d isa=%s: %d bad out (worst [%zu] got %.7g want %.7g), %d bad lse, "
                    "threads 1 vs 2 %s\n", c->H, c->Hk, c->D, c->num_seqs, c->causal, c->alibi,
                    c->window, c->cap, c->sinks, attn_dtype_name(c->dt), c->strided,
-                   attn_isa_name(isas[k]), bad, worst, bad ? got[worst] : 0.0,
+                   c->f32_probs, attn_isa_name(isas[k]), bad, worst, bad ? got[worst] : 0.0,
                    bad ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
         }
     }
@@ -187,6 +189,28 @@ TEST(sdpa_activation_dtypes_and_strides) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* bf16 q/k/v: on a CPU with AVX-512 BF16 the avx512 runs take the bf16 pair kernels
+   (f32_probs = 0) and the f32 kernels (f32_probs = 1); both must meet the reference over head
+   sizes (odd ones fall back to f32), GQA, lengths around the tiles and every bias option. */
+TEST(sdpa_bf16_pair_kernels_sweep) {
+    const int Ds[] = {1, 2, 6, 32, 64, 80, 128, 256};
+    const int windows[] = {0, 1, 16};
+    int lq[3] = {1, 65, 97}, lk[3] = {1, 64, 130}, fails = 0;
+    for (int i = 0; i < 8; i++)
+        for (int opt = 0; opt < 6; opt++)
+            for (int f32_probs = 0; f32_probs < 2; f32_probs++) {
+                ts_case c; memset(&c, 0, sizeof c);
+                c.H = 8; c.Hk = opt % 3 == 0 ? 8 : opt % 3 == 1 ? 2 : 1;
+                c.D = Ds[i]; c.num_seqs = 3; c.lq = lq; c.lk = lk; c.dt = ATTN_BF16;
+                c.causal = opt != 5; c.alibi = opt == 1 || opt == 4; c.window = windows[opt % 3];
+                c.cap = opt == 2 ? 3.0f : 0.0f; c.sinks = opt >= 3; c.strided = opt == 4;
+                c.f32_probs = f32_probs;
+                if (Ds[i] >= 128 && opt % 2) continue;  /* keep the big heads quick */
+                fails += ts_check(&c, 700 + (uint64_t)(i * 16 + opt * 2 + f32_probs));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
 /* A sequence's output does not depend on its neighbours in the batch (bitwise). */
 TEST(sdpa_sequence_alone_equals_in_batch) {
     int lq_batch[4] = {30, 77, 5, 64}, lk_batch[4] = {30, 90, 5, 64};
@@ -263,5 +287,6 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
     ATTN_TEST_ENTRY(sdpa_lengths_around_tiles_and_varlen),                                        \
     ATTN_TEST_ENTRY(sdpa_causal_with_more_queries_than_keys),                                     \
     ATTN_TEST_ENTRY(sdpa_every_bias_option), ATTN_TEST_ENTRY(sdpa_activation_dtypes_and_strides), \
+    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep),                                                \
     ATTN_TEST_ENTRY(sdpa_sequence_alone_equals_in_batch),                                         \
     ATTN_TEST_ENTRY(sdpa_rejects_bad_input_and_writes_nothing)
