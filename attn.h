@@ -3030,13 +3030,16 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     ATTN__VF ninf = ATTN__VSET1(-INFINITY), xmax = ninf, sum = ATTN__VZERO();
     ATTN__VF lo = ATTN__VSET1(P->window ? (float)(1 - P->window) : -INFINITY);
     ATTN__VF hi = ATTN__VSET1(P->causal ? 0.0f : INFINITY);
-    int c, shape = P->cap > 0.0f || P->slopes || masked || score_mul != 1.0f;
+    /* shaped scores are rewritten in place; plain ones stay raw and take score_mul (> 0, so
+       it commutes with max) inside the exponent's FMA */
+    int c, shape = P->cap > 0.0f || P->slopes || masked;
+    ATTN__VF mul = ATTN__VSET1(score_mul), exp_mul = shape ? ATTN__VSET1(1.0f) : mul;
     for (c = 0; c < n; c++) {
         float *sc_row = s + (size_t)c * rs;
         ATTN__VF x = ATTN__VLOAD(sc_row);
         if (shape) {
             ATTN__VF dist = ATTN__VSUB(ATTN__VSET1(dist0 + (float)c), rel);
-            if (score_mul != 1.0f) x = ATTN__VMUL(x, ATTN__VSET1(score_mul));
+            if (score_mul != 1.0f) x = ATTN__VMUL(x, mul);
             if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
             if (P->slopes) x = ATTN__VFMA(slope, dist, x);
             if (masked) x = ATTN__VIN_SELECT(dist, lo, hi, x, ninf);
@@ -3044,14 +3047,16 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
         }
         xmax = ATTN__VMAX(xmax, x);
     }
+    if (!shape) xmax = ATTN__VMUL(xmax, mul);
     ATTN__VF m_old = ATTN__VLOAD(sc->m + r0), m_new = ATTN__VMAX(m_old, xmax);
     /* rows that have seen no key yet subtract 0, not -inf (which would make NaNs) */
     ATTN__VF ref = ATTN__VLT_SELECT(m_new, ATTN__VSET1(-FLT_MAX), ATTN__VZERO(), m_new);
+    ATTN__VF neg_ref = ATTN__VSUB(ATTN__VZERO(), ref);
 #if ATTN__HAS_DOT2
     if (pairs) {  /* pair c/2 overwrites row c/2, which has been read already */
         for (c = 0; c < n; c += 2) {
-            ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + (size_t)c * rs), ref));
-            ATTN__VF e1 = c + 1 < n ? ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(s + (size_t)(c + 1) * rs), ref))
+            ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), exp_mul, neg_ref));
+            ATTN__VF e1 = c + 1 < n ? ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), exp_mul, neg_ref))
                                     : ATTN__VZERO();
             ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
             sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));  /* unrounded: the lse stays f32-exact */
@@ -3062,7 +3067,7 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
         (void)pairs;
         for (c = 0; c < n; c++) {
             float *sc_row = s + (size_t)c * rs;
-            ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VSUB(ATTN__VLOAD(sc_row), ref));
+            ATTN__VF e = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(sc_row), exp_mul, neg_ref));
             ATTN__VSTORE(sc_row, e);
             sum = ATTN__VADD(sum, e);
         }
