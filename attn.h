@@ -1,4 +1,4 @@
-/* attn.h - v0.1.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.2.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -93,7 +93,17 @@
        Scalar, AVX2+FMA, AVX-512 and NEON variants of the same kernel bodies are compiled into
        every build (no -march flags needed) and chosen at run time by cpuid/xgetbv, or forced with
        exec.isa (a forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to
-       about 1e-6 relative; the same ISA is bitwise reproducible.
+       about 1e-6 relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
+       vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
+       f32 keys and values are read in place, never packed.
+   PRECISION
+       Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
+       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values
+       and an even head size, on the avx512 ISA of a CPU with AVX-512 BF16, take bf16 dot-product
+       kernels (vdpbf16ps): Q.K is exact products of the stored values; the softmax is f32; the
+       probabilities are rounded to bf16 (RNE) for P.V, so each weight carries a relative error
+       of at most 2^-9 - below the bf16 output's own rounding - while the denominator and lse
+       use the unrounded f32 values. exec.f32_probs = 1 keeps such calls on the f32 kernels.
    DETERMINISM
        For one build and ISA, outputs are bitwise identical for any thread count, any caller pool
        and any batch composition (a sequence's result does not depend on its neighbours), and
@@ -103,6 +113,8 @@
        (outputs, caches and pools are untouched). The library never prints, aborts or exits.
 
    REVISION HISTORY
+       0.2.0  (2026-11-23)  prefill with query rows in vector lanes; AVX-512 BF16 dot products
+                            for bf16 prefill (exec.f32_probs to opt out)
        0.1.0  (2026-11-22)  first release: foundation, dtypes, dispatch, bias builders
 
    LICENSE: see the end of this file (MIT or Unlicense, your choice).
@@ -115,9 +127,9 @@
 #include <stdint.h>
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_STRING "0.2.0"
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 #ifdef ATTN_STATIC
