@@ -2681,7 +2681,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__DOT2_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
 #define ATTN__VI __m512i
 #define ATTN__VLOADI(p) _mm512_loadu_si512((const void *)(p))
-#define ATTN__VSTOREI(p, v) _mm512_storeu_si512((void *)(p), (v))
 #define ATTN__VSET1I(x) _mm512_set1_epi32((int)(x))
 #define ATTN__VDOT2(acc, a, b) _mm512_dpbf16_ps((acc), (__m512bh)(a), (__m512bh)(b))
 #define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx512((dst), (a), (b), (n))
@@ -3446,7 +3445,6 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__DOT2_TARGET
 #undef ATTN__VI
 #undef ATTN__VLOADI
-#undef ATTN__VSTOREI
 #undef ATTN__VSET1I
 #undef ATTN__VDOT2
 #undef ATTN__VPAIR_BF16
