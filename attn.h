@@ -870,14 +870,14 @@ ATTN__PRIVATE int attn__cpu_flags(void) {
 }
 
 ATTNDEF const char *attn_cpu_features(void) {
+#ifdef __aarch64__
+    return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
+#else
     static const char *const text[8] = {
         "avx2=no avx512=no avx512bf16=no",  "avx2=yes avx512=no avx512bf16=no",
         "avx2=no avx512=yes avx512bf16=no", "avx2=yes avx512=yes avx512bf16=no",
         "avx2=no avx512=no avx512bf16=yes", "avx2=yes avx512=no avx512bf16=yes",
         "avx2=no avx512=yes avx512bf16=yes", "avx2=yes avx512=yes avx512bf16=yes"};
-#ifdef __aarch64__
-    return "neon=yes";
-#else
     return text[attn__cpu_flags() & 7];
 #endif
 }
