@@ -2736,10 +2736,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VMUL(a, b) vmulq_f32((a), (b))
 #define ATTN__VDIV(a, b) vdivq_f32((a), (b))
 #define ATTN__VFMA(a, b, c) vfmaq_f32((c), (a), (b))
-#define ATTN__VMAX(a, b) vmaxq_f32((a), (b))
-#define ATTN__VMIN(a, b) vminq_f32((a), (b))
+/* Not vmaxq/vminq: FMAX propagates NaN and orders -0 below +0, while every other pass returns
+   the second operand when the compare fails (scalar ?:, SSE maxps). With FMAX a NaN score made
+   the running max NaN and exp(NaN) NaN, where the scalar and x86 passes get exp(-87). */
+#define ATTN__VMAX(a, b) attn__max__neon((a), (b))
+#define ATTN__VMIN(a, b) attn__min__neon((a), (b))
 #define ATTN__VHSUM(v) vaddvq_f32(v)
-#define ATTN__VHMAX(v) vmaxvq_f32(v)
+#define ATTN__VHMAX(v) attn__hmax__neon(v)
 #define ATTN__VIOTA() attn__iota__neon()
 #define ATTN__VLT_SELECT(x, y, a, b) vbslq_f32(vcltq_f32((x), (y)), (a), (b))
 #define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
@@ -2752,6 +2755,18 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
 #define ATTN__HAS_DOT2 0
 
+ATTN__PRIVATE ATTN__INLINE float32x4_t attn__max__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+ATTN__PRIVATE ATTN__INLINE float32x4_t attn__min__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcltq_f32(a, b), a, b);
+}
+/* The same max, folded in halves like the AVX2 pass's hmax (not FMAXV, for the reason above). */
+ATTN__PRIVATE ATTN__INLINE float attn__hmax__neon(float32x4_t v) {
+    v = attn__max__neon(v, vextq_f32(v, v, 2));
+    v = attn__max__neon(v, vextq_f32(v, v, 1));
+    return vgetq_lane_f32(v, 0);
+}
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
     static const float iota[4] = {0, 1, 2, 3};
     return vld1q_f32(iota);
