@@ -90,10 +90,11 @@
        OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
        thread-safe for distinct outputs; the only global is the idempotent CPU detection.
    SIMD
-       Scalar, AVX2+FMA, AVX-512 and NEON variants of the same kernel bodies are compiled into
-       every build (no -march flags needed) and chosen at run time by cpuid/xgetbv, or forced with
-       exec.isa (a forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to
-       about 1e-6 relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
+       Scalar, AVX2+FMA and AVX-512 variants of the same kernel bodies are compiled into every
+       x86 build (no -march flags needed) and chosen at run time by cpuid/xgetbv; aarch64 builds
+       get scalar and NEON (always present there). Any of them can be forced with exec.isa (a
+       forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to about 1e-6
+       relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
        vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
        f32 keys and values are read in place, never packed.
    PRECISION
