@@ -22,6 +22,19 @@ FLAGS_onednn := $(OPT) -fopenmp -DATTN_USE_ONEDNN
 LIBS_onednn  := -ldnnl
 endif
 
+# The NEON pass, cross-built for aarch64 and run under qemu-user, when both tools are on PATH
+# (.ci/run installs them; tests/run_all.sh prints "skipped" without them). Static, so qemu needs
+# no aarch64 sysroot at run time.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+QEMU_AARCH64 ?= qemu-aarch64
+ifneq ($(shell command -v $(AARCH64_CC) 2>/dev/null),)
+ifneq ($(shell command -v $(QEMU_AARCH64) 2>/dev/null),)
+NEON_TEST := $(B)/test_neon
+endif
+endif
+$(B)/test_neon: $(TEST_DEPS) | $(B)
+	$(AARCH64_CC) $(WARN) $(OPT) -I. $(TEST_SRC) -o $@ -static $(LDLIBS)
+
 .PHONY: all run test sanitize bench examples clean compile-checks
 all: $(B)/test_default $(B)/quickstart
 
@@ -48,8 +61,8 @@ compile-checks: | $(B)
 	@sh tests/compile_checks.sh "$(CC)" "$(CXX)" $(B)
 
 # Runs every configuration (and the examples), prints each one's results and, last, the sum.
-test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES)
-	@sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
+test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST)
+	@QEMU_AARCH64="$(if $(NEON_TEST),$(QEMU_AARCH64))" sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
 
 sanitize: $(B)/test_sanitize
 	./$(B)/test_sanitize

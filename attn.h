@@ -90,10 +90,11 @@
        OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
        thread-safe for distinct outputs; the only global is the idempotent CPU detection.
    SIMD
-       Scalar, AVX2+FMA, AVX-512 and NEON variants of the same kernel bodies are compiled into
-       every build (no -march flags needed) and chosen at run time by cpuid/xgetbv, or forced with
-       exec.isa (a forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to
-       about 1e-6 relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
+       Scalar, AVX2+FMA and AVX-512 variants of the same kernel bodies are compiled into every
+       x86 build (no -march flags needed) and chosen at run time by cpuid/xgetbv; aarch64 builds
+       get scalar and NEON (always present there). Any of them can be forced with exec.isa (a
+       forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to about 1e-6
+       relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
        vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
        f32 keys and values are read in place, never packed.
    PRECISION
@@ -870,14 +871,14 @@ ATTN__PRIVATE int attn__cpu_flags(void) {
 }
 
 ATTNDEF const char *attn_cpu_features(void) {
+#ifdef __aarch64__
+    return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
+#else
     static const char *const text[8] = {
         "avx2=no avx512=no avx512bf16=no",  "avx2=yes avx512=no avx512bf16=no",
         "avx2=no avx512=yes avx512bf16=no", "avx2=yes avx512=yes avx512bf16=no",
         "avx2=no avx512=no avx512bf16=yes", "avx2=yes avx512=no avx512bf16=yes",
         "avx2=no avx512=yes avx512bf16=yes", "avx2=yes avx512=yes avx512bf16=yes"};
-#ifdef __aarch64__
-    return "neon=yes";
-#else
     return text[attn__cpu_flags() & 7];
 #endif
 }
@@ -2735,10 +2736,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VMUL(a, b) vmulq_f32((a), (b))
 #define ATTN__VDIV(a, b) vdivq_f32((a), (b))
 #define ATTN__VFMA(a, b, c) vfmaq_f32((c), (a), (b))
-#define ATTN__VMAX(a, b) vmaxq_f32((a), (b))
-#define ATTN__VMIN(a, b) vminq_f32((a), (b))
+/* Not vmaxq/vminq: FMAX propagates NaN and orders -0 below +0, while every other pass returns
+   the second operand when the compare fails (scalar ?:, SSE maxps). With FMAX a NaN score made
+   the running max NaN and exp(NaN) NaN, where the scalar and x86 passes get exp(-87). */
+#define ATTN__VMAX(a, b) attn__max__neon((a), (b))
+#define ATTN__VMIN(a, b) attn__min__neon((a), (b))
 #define ATTN__VHSUM(v) vaddvq_f32(v)
-#define ATTN__VHMAX(v) vmaxvq_f32(v)
+#define ATTN__VHMAX(v) attn__hmax__neon(v)
 #define ATTN__VIOTA() attn__iota__neon()
 #define ATTN__VLT_SELECT(x, y, a, b) vbslq_f32(vcltq_f32((x), (y)), (a), (b))
 #define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
@@ -2751,6 +2755,18 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
 #define ATTN__HAS_DOT2 0
 
+ATTN__PRIVATE ATTN__INLINE float32x4_t attn__max__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+ATTN__PRIVATE ATTN__INLINE float32x4_t attn__min__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcltq_f32(a, b), a, b);
+}
+/* The same max, folded in halves like the AVX2 pass's hmax (not FMAXV, for the reason above). */
+ATTN__PRIVATE ATTN__INLINE float attn__hmax__neon(float32x4_t v) {
+    v = attn__max__neon(v, vextq_f32(v, v, 2));
+    v = attn__max__neon(v, vextq_f32(v, v, 1));
+    return vgetq_lane_f32(v, 0);
+}
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
     static const float iota[4] = {0, 1, 2, 3};
     return vld1q_f32(iota);

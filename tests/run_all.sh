@@ -17,6 +17,16 @@ for c in "$@"; do
         [ $rc -ne 0 ] && [ -z "$(echo "$last" | grep ' 0 failed$')" ] || true
     done
 done
+# The NEON pass under qemu-user: the Makefile sets QEMU_AARCH64 only when it could cross-build
+# $B/test_neon (aarch64-linux-gnu-gcc and qemu-aarch64 on PATH).
+echo "=== configuration: neon (aarch64 under qemu-user, $B/test_neon)"
+if [ -n "${QEMU_AARCH64:-}" ]; then
+    out=$("$QEMU_AARCH64" ./$B/test_neon 2>&1)
+    echo "$out" | grep -v '^PASS '
+    add "$(echo "$out" | tail -n 1)"
+else
+    echo "skipped: no aarch64 cross toolchain (aarch64-linux-gnu-gcc and qemu-aarch64)"
+fi
 echo "=== compile checks"
 sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1
 cat "$B/compile_checks.log"; last=$(tail -n 1 "$B/compile_checks.log")

@@ -282,6 +282,40 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
     free(ws);
 }
 
+/* A NaN key is garbage in, but every ISA must still turn it into the same output: the vector
+   layer's max and min return the second operand when unordered (the scalar rule, and SSE's), so
+   a NaN score takes part in the running maximum and in exp() identically everywhere. AArch64's
+   native fmax propagates NaN instead, which once made the NEON pass disagree here. */
+TEST(sdpa_isas_agree_on_a_nan_key) {
+    int lq[1] = {9}, lk[1] = {9};
+    float caps[2] = {0.0f, 20.0f};
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    for (int ci = 0; ci < 2; ci++) {
+        ts_case c; memset(&c, 0, sizeof c);
+        c.H = 2; c.Hk = 1; c.D = 16; c.num_seqs = 1; c.lq = lq; c.lk = lk; c.cap = caps[ci];
+        c.dt = ATTN_F32;
+        ts_data d;
+        ts_make(&c, 700, &d);
+        ((float *)d.k)[2 * d.kv_stride + 3] = NAN;  /* key 2 of 9: not the last one a tile sees */
+        size_t n_out = (size_t)9 * 2 * 16;
+        float *want = (float *)tu_alloc(n_out * 4), *got = (float *)tu_alloc(n_out * 4);
+        attn_exec es = tu_exec(ATTN_ISA_SCALAR, 1);
+        REQUIRE(ts_run(&c, &d, &es, want, NULL) == ATTN_OK);
+        for (int k = 1; k < n_isa; k++) {
+            attn_exec e = tu_exec(isas[k], 1);
+            REQUIRE(ts_run(&c, &d, &e, got, NULL) == ATTN_OK);
+            int bad = 0;
+            for (size_t i = 0; i < n_out; i++)
+                bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs(got[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])));
+            CHECK_MSG(bad == 0, "cap %g isa %s: %d outputs differ from the scalar pass (first: got %g want %g)",
+                      c.cap, attn_isa_name(isas[k]), bad, got[0], want[0]);
+        }
+        free(want); free(got);
+        ts_free(&d);
+    }
+}
+
 #define TEST_SDPA_LIST                                                                            \
     ATTN_TEST_ENTRY(sdpa_head_sizes_and_gqa_ratios),                                              \
     ATTN_TEST_ENTRY(sdpa_lengths_around_tiles_and_varlen),                                        \
@@ -289,4 +323,5 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
     ATTN_TEST_ENTRY(sdpa_every_bias_option), ATTN_TEST_ENTRY(sdpa_activation_dtypes_and_strides), \
     ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep),                                                \
     ATTN_TEST_ENTRY(sdpa_sequence_alone_equals_in_batch),                                         \
+    ATTN_TEST_ENTRY(sdpa_isas_agree_on_a_nan_key),                                                \
     ATTN_TEST_ENTRY(sdpa_rejects_bad_input_and_writes_nothing)
