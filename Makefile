@@ -35,6 +35,14 @@ endif
 $(B)/test_neon: $(TEST_DEPS) | $(B)
 	$(AARCH64_CC) $(WARN) $(OPT) -I. $(TEST_SRC) -o $@ -static $(LDLIBS)
 
+# The whole suite built by clang too (its target attributes and intrinsics differ from gcc's),
+# when clang is on PATH (.ci/run installs it).
+ifneq ($(shell command -v clang 2>/dev/null),)
+CONFIGS += clang
+CC_clang    := clang
+FLAGS_clang := $(OPT)
+endif
+
 .PHONY: all run test sanitize bench examples clean compile-checks
 all: $(B)/test_default $(B)/quickstart
 
@@ -42,7 +50,7 @@ $(B):
 	@mkdir -p $(B)
 
 $(B)/test_%: $(TEST_DEPS) | $(B)
-	$(CC) $(WARN) $(FLAGS_$*) -I. $(TEST_SRC) -o $@ $(LDLIBS) $(LIBS_$*)
+	$(or $(CC_$*),$(CC)) $(WARN) $(FLAGS_$*) -I. $(TEST_SRC) -o $@ $(LDLIBS) $(LIBS_$*)
 
 $(B)/quickstart: examples/quickstart.c attn.h | $(B)
 	$(CC) $(WARN) $(OPT) -I. $< -o $@ $(LDLIBS)
