@@ -1074,6 +1074,7 @@ typedef struct attn__prefill_plan {
     /* work items */
     const int64_t *item_start;   /* [num_seqs+1] first item of each sequence */
     char *scratch; size_t scratch_bytes;  /* per thread */
+    const void *dnnl;            /* attn__dnnl_call when the GEMMs run on oneDNN, else NULL */
 } attn__prefill_plan;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
@@ -1169,6 +1170,232 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
 }
 
+#ifdef ATTN_USE_ONEDNN
+/* ---------------------------------------------------------------------------------------------
+   [H] GEMM shim: oneDNN (ATTN_GEMM_ONEDNN, ATTN_BACKEND_IPEX). The oneDNN prefill item
+   (attn__prefill_item_dnnl, in the kernel pass) keeps our masks and online softmax and sends the
+   two GEMMs of each key tile to oneDNN matmul primitives:
+       S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
+   Every tile of every item has this one shape (rows and keys zero-padded), so a call creates two
+   primitives (oneDNN's primitive cache makes a repeated shape a cache hit) and, per thread, one
+   stream and memory objects bound to that thread's scratch. All of it is created after
+   validation and destroyed before the call returns: no global state, nothing to leak.
+   Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
+   inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
+   driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
+   So oneDNN never oversubscribes the cores, and an item's arithmetic depends only on the item:
+   bitwise identical results for any thread count, as with the native kernels. */
+#ifndef ATTN_USE_OPENMP
+#error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
+#endif
+#define ATTN__DNNL_KEY_TILE 128  /* keys per oneDNN tile: big enough to amortise a call */
+
+/* A thread's oneDNN objects, kept in its scratch slice. */
+typedef struct attn__dnnl_thread {
+    dnnl_stream_t stream;
+    dnnl_memory_t q, k, s, v, o;       /* bound to the scratch buffers below */
+    dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
+    int failed;                        /* a GEMM of this thread returned an error */
+} attn__dnnl_thread;
+
+typedef struct attn__dnnl_scratch {
+    float *q;          /* [M][D] packed queries, pre-scaled; rows past the item's are 0 */
+    float *k, *v;      /* [KT][D] key and value rows; rows past the tile's are 0 */
+    float *s;          /* [M][KT] scores, then probabilities */
+    float *o;          /* [M][D] running outputs */
+    float *m, *l, *a;  /* [M] running max, denominator, rescale factor of the last tile */
+    attn__dnnl_thread *th;
+} attn__dnnl_scratch;
+
+/* One call's primitives: rows M = query tokens per item x G. */
+typedef struct attn__dnnl_call {
+    dnnl_engine_t engine;
+    dnnl_primitive_t qk, pv;
+    dnnl_memory_desc_t md_q, md_k, md_s, md_v, md_o, md_pad_qk, md_pad_pv;
+    int rows, threads;
+} attn__dnnl_call;
+
+ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, char *base, attn__dnnl_scratch *s) {
+    char *c = base;
+    size_t kv = (size_t)ATTN__DNNL_KEY_TILE * D;
+    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)rows * D);
+    float *k = (float *)attn__carve(&c, sizeof(float) * kv);
+    float *v = (float *)attn__carve(&c, sizeof(float) * kv);
+    float *sc = (float *)attn__carve(&c, sizeof(float) * (size_t)rows * ATTN__DNNL_KEY_TILE);
+    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)rows * D);
+    float *m = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
+    float *l = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
+    float *a = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
+    attn__dnnl_thread *th = (attn__dnnl_thread *)attn__carve(&c, sizeof(attn__dnnl_thread));
+    if (s) {
+        s->q = q; s->k = k; s->v = v; s->s = sc; s->o = o;
+        s->m = m; s->l = l; s->a = a; s->th = th;
+    }
+    return (size_t)(c - base);
+}
+
+ATTN__PRIVATE void attn__dnnl_scratch_of(const attn__prefill_plan *P, int thread, attn__dnnl_scratch *s) {
+    const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
+    attn__dnnl_scratch_layout(C->rows, P->D, P->scratch + (size_t)thread * P->scratch_bytes, s);
+}
+
+/* Where key j of (sequence, KV head g) and its value are, in either source. */
+ATTN__PRIVATE void attn__kv_row_at(const attn__prefill_plan *P, int seq, int g, int64_t j,
+                                   const char **kp, const char **vp) {
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    if (P->source == ATTN__KV_ROWS) {
+        int64_t row = P->k_start[seq] + j;
+        *kp = P->k + (size_t)(row * P->k_stride + (int64_t)g * P->D) * esz;
+        *vp = P->v + (size_t)(row * P->v_stride + (int64_t)g * P->D) * esz;
+    } else {
+        int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
+        int64_t at = ((blk * P->Hk + g) * P->block_size + j % P->block_size) * P->D;
+        *kp = P->key_cache + (size_t)at * esz;
+        *vp = P->value_cache + (size_t)at * esz;
+    }
+}
+
+/* f32 matrix rows x cols, row-major, or (transposed) stored as cols rows of `rows` elements. */
+ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int transposed) {
+    dnnl_dims_t dims, strides;
+    dims[0] = rows; dims[1] = cols;
+    strides[0] = transposed ? 1 : cols;
+    strides[1] = transposed ? rows : 1;
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides) == dnnl_success;
+}
+
+/* C = A . B (+ C when accumulate) as a primitive with a user-managed scratchpad. */
+ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t *a,
+                                    const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                                    int accumulate, dnnl_primitive_t *prim, dnnl_memory_desc_t *pad) {
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const dnnl_memory_desc_t *pad_md = NULL;
+    int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && accumulate)
+        ok = dnnl_post_ops_create(&ops) == dnnl_success &&
+             dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, C->engine, NULL) == dnnl_success;
+    if (ok) pad_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    ok = ok && pad_md != NULL && dnnl_primitive_create(prim, pd) == dnnl_success;
+    if (ok) *pad = *pad_md;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (ops) dnnl_post_ops_destroy(ops);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+/* oneDNN runs on the calling thread alone (see [H]). Returns the thread count to restore. */
+ATTN__PRIVATE int attn__dnnl_solo_begin(void) {
+    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (n > 1) omp_set_num_threads(1);
+    return n;
+}
+ATTN__PRIVATE void attn__dnnl_solo_end(int n) {
+    if (n > 1) omp_set_num_threads(n);
+}
+
+ATTN__PRIVATE int attn__dnnl_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md,
+                                    dnnl_engine_t engine, void *data) {
+    return dnnl_memory_create(mem, md, engine, data) == dnnl_success;
+}
+
+/* A thread's stream and memory objects; its scratchpads only when the primitives need them. */
+ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_scratch *s) {
+    attn__dnnl_thread *th = s->th;
+    dnnl_engine_t e = C->engine;
+    int ok = dnnl_stream_create(&th->stream, e, dnnl_stream_default_flags) == dnnl_success &&
+             attn__dnnl_memory(&th->q, &C->md_q, e, s->q) && attn__dnnl_memory(&th->k, &C->md_k, e, s->k) &&
+             attn__dnnl_memory(&th->s, &C->md_s, e, s->s) && attn__dnnl_memory(&th->v, &C->md_v, e, s->v) &&
+             attn__dnnl_memory(&th->o, &C->md_o, e, s->o);
+    if (ok && dnnl_memory_desc_get_size(&C->md_pad_qk) > 0)
+        ok = attn__dnnl_memory(&th->pad_qk, &C->md_pad_qk, e, DNNL_MEMORY_ALLOCATE);
+    if (ok && dnnl_memory_desc_get_size(&C->md_pad_pv) > 0)
+        ok = attn__dnnl_memory(&th->pad_pv, &C->md_pad_pv, e, DNNL_MEMORY_ALLOCATE);
+    return ok;
+}
+
+ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
+    dnnl_memory_t *mems[7];
+    mems[0] = &th->q; mems[1] = &th->k; mems[2] = &th->s; mems[3] = &th->v; mems[4] = &th->o;
+    mems[5] = &th->pad_qk; mems[6] = &th->pad_pv;
+    for (int i = 0; i < 7; i++)
+        if (*mems[i]) dnnl_memory_destroy(*mems[i]);
+    if (th->stream) dnnl_stream_destroy(th->stream);
+    memset(th, 0, sizeof *th);
+}
+
+/* Destroys what attn__dnnl_acquire created; ATTN_ERR_BACKEND when a GEMM failed meanwhile. */
+ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_plan *P) {
+    int failed = 0;
+    for (int t = 0; t < C->threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        failed |= s.th->failed;
+        attn__dnnl_thread_free(s.th);
+    }
+    if (C->qk) dnnl_primitive_destroy(C->qk);
+    if (C->pv) dnnl_primitive_destroy(C->pv);
+    if (C->engine) dnnl_engine_destroy(C->engine);
+    P->dnnl = NULL;
+    return failed ? ATTN__FAIL(ATTN_ERR_BACKEND) : ATTN_OK;
+}
+
+/* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
+ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, int threads) {
+    int64_t M = (int64_t)P->tile_tokens * P->G, D = P->D, KT = ATTN__DNNL_KEY_TILE;
+    int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
+    memset(C, 0, sizeof *C);
+    C->rows = (int)M; C->threads = threads;
+    P->dnnl = C;
+    for (t = 0; t < threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        memset(s.th, 0, sizeof *s.th);
+    }
+    ok = dnnl_engine_create(&C->engine, dnnl_cpu, 0) == dnnl_success &&
+         attn__dnnl_md(&C->md_q, M, D, 0) && attn__dnnl_md(&C->md_k, D, KT, 1) &&
+         attn__dnnl_md(&C->md_s, M, KT, 0) && attn__dnnl_md(&C->md_v, KT, D, 0) &&
+         attn__dnnl_md(&C->md_o, M, D, 0) &&
+         attn__dnnl_matmul(C, &C->md_q, &C->md_k, &C->md_s, 0, &C->qk, &C->md_pad_qk) &&
+         attn__dnnl_matmul(C, &C->md_s, &C->md_v, &C->md_o, 1, &C->pv, &C->md_pad_pv);
+    for (t = 0; ok && t < threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        ok = attn__dnnl_thread_init(C, &s);
+    }
+    attn__dnnl_solo_end(solo);
+    if (!ok) {
+        attn__dnnl_release(C, P);
+        return ATTN__FAIL(ATTN_ERR_BACKEND);
+    }
+    return ATTN_OK;
+}
+
+/* c = a . b (+ c) on the thread's stream; an error is remembered, not printed. */
+ATTN__PRIVATE void attn__dnnl_gemm(attn__dnnl_thread *th, dnnl_primitive_t prim, dnnl_memory_t a,
+                                   dnnl_memory_t b, dnnl_memory_t c, dnnl_memory_t pad) {
+    dnnl_exec_arg_t args[4];
+    int solo = attn__dnnl_solo_begin();
+    args[0].arg = DNNL_ARG_SRC; args[0].memory = a;
+    args[1].arg = DNNL_ARG_WEIGHTS; args[1].memory = b;
+    args[2].arg = DNNL_ARG_DST; args[2].memory = c;
+    args[3].arg = DNNL_ARG_SCRATCHPAD; args[3].memory = pad;
+    if (dnnl_primitive_execute(prim, th->stream, pad ? 4 : 3, args) != dnnl_success ||
+        dnnl_stream_wait(th->stream) != dnnl_success)
+        th->failed = 1;
+    attn__dnnl_solo_end(solo);
+}
+typedef attn__dnnl_call attn__gemm_call;
+#else
+typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs need no state */
+#endif /* ATTN_USE_ONEDNN */
+
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
@@ -1180,6 +1407,9 @@ typedef struct attn__kernels {
     /* one decode partition's partial results; then the ordered merge of a sequence's partials */
     void (*decode_partition)(const attn__decode_plan *plan, int seq, int g, int part, int thread);
     void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
+#ifdef ATTN_USE_ONEDNN
+    void (*prefill_item_dnnl)(const attn__prefill_plan *plan, int item, int thread);  /* [H] */
+#endif
 } attn__kernels;
 
 #define ATTN__ISA_SCALAR_PASS 1
@@ -1459,6 +1689,9 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, int threads, 
     int rows_cap = attn__tile_tokens(G) * G + ATTN__MAX_MR;
     int Dp = (D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
     size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
+#ifdef ATTN_USE_ONEDNN  /* either engine can run on this workspace */
+    per_thread = ATTN__MAX(per_thread, attn__align_up(attn__dnnl_scratch_layout(attn__tile_tokens(G) * G, D, NULL, NULL)));
+#endif
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
         char *aligned = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
@@ -1494,9 +1727,50 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
 }
 
 typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
+/* One prefill item on the plan's GEMM engine. */
+ATTN__PRIVATE void attn__prefill_item_on(const attn__kernels *k, const attn__prefill_plan *P,
+                                         int item, int thread) {
+#ifdef ATTN_USE_ONEDNN
+    if (P->dnnl) { k->prefill_item_dnnl(P, item, thread); return; }
+#endif
+    k->prefill_item(P, item, thread);
+}
 ATTN__PRIVATE void attn__prefill_task(void *ctx, int item, int thread) {
     const attn__prefill_run *run = (const attn__prefill_run *)ctx;
-    run->k->prefill_item(run->plan, item, thread);
+    attn__prefill_item_on(run->k, run->plan, item, thread);
+}
+
+/* Sets up the GEMM engine exec asks for (oneDNN: after validation, before anything is
+   written). The returned status says whether the items can run. */
+ATTN__PRIVATE attn_status attn__gemm_begin(const attn_exec *exec, attn__prefill_plan *P,
+                                           int64_t items, attn__gemm_call *call) {
+#ifdef ATTN_USE_ONEDNN
+    if (exec && exec->gemm == ATTN_GEMM_ONEDNN && items > 0)
+        return attn__dnnl_acquire(call, P, attn_exec_threads(exec));
+#else
+    (void)exec; (void)items; (void)call;
+#endif
+    P->dnnl = NULL;
+    return ATTN_OK;
+}
+ATTN__PRIVATE attn_status attn__gemm_end(attn__prefill_plan *P, attn__gemm_call *call) {
+#ifdef ATTN_USE_ONEDNN
+    if (P->dnnl) return attn__dnnl_release(call, P);
+#else
+    (void)P; (void)call;
+#endif
+    return ATTN_OK;
+}
+
+/* Runs every item of a prefill plan on the engine exec asks for. */
+ATTN__PRIVATE attn_status attn__prefill_execute(const attn_exec *exec, attn__prefill_plan *P,
+                                                const attn__kernels *k, int64_t items) {
+    attn__prefill_run run;
+    attn__gemm_call call;
+    ATTN__TRY(attn__gemm_begin(exec, P, items, &call));
+    run.plan = P; run.k = k;
+    attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    return attn__gemm_end(P, &call);
 }
 
 ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -1564,15 +1838,12 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
                               int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes) {
     const attn__kernels *kern;
     attn__prefill_plan P;
-    attn__prefill_run run;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
                               causal, lse, (char *)ws, ws_bytes, &items));
-    run.plan = &P; run.k = kern;
-    attn__run_items(exec, (int)items, attn__prefill_task, &run);
-    return ATTN_OK;
+    return attn__prefill_execute(exec, &P, kern, items);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2247,16 +2518,13 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
                                        size_t ws_bytes) {
     const attn__kernels *kern;
     attn__prefill_plan P;
-    attn__prefill_run run;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__paged_prefill_plan(&P, params, exec, q, out, cache, block_tables,
                                        max_blocks_per_seq, query_start_loc, seq_lens, num_seqs,
                                        causal, lse, (char *)ws, ws_bytes, &items));
-    run.plan = &P; run.k = kern;
-    attn__run_items(exec, (int)items, attn__prefill_task, &run);
-    return ATTN_OK;
+    return attn__prefill_execute(exec, &P, kern, items);
 }
 
 ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_size,
@@ -2431,7 +2699,7 @@ typedef struct attn__forward_run {
 /* Items [0, prefill_items) are prefill tiles, the rest (sequence, KV head) decodes. */
 ATTN__PRIVATE void attn__forward_task(void *ctx, int item, int thread) {
     const attn__forward_run *run = (const attn__forward_run *)ctx;
-    if (item < run->prefill_items) run->k->prefill_item(run->prefill, item, thread);
+    if (item < run->prefill_items) attn__prefill_item_on(run->k, run->prefill, item, thread);
     else attn__decode_v1_task((void *)run->decode, item - run->prefill_items, thread);
 }
 
@@ -2445,6 +2713,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     attn__decode_plan dec;
     attn__decode_run drun;
     attn__forward_run run;
+    attn__gemm_call call;
     attn_exec ex;
     int64_t pre_items = 0;
     size_t decode_at;
@@ -2475,12 +2744,15 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                                           ws_bytes - decode_at));
     }
     ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    if (f.slots)  /* validates every slot before writing any */
-        ATTN__TRY(attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex));
+    ATTN__TRY(attn__gemm_begin(&ex, &pre, pre_items, &call));  /* before any write */
+    if (f.slots) {  /* validates every slot before writing any */
+        attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
+        if (st != ATTN_OK) { attn__gemm_end(&pre, &call); return st; }
+    }
     drun.plan = &dec; drun.k = kern;
     run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
     attn__run_items(&ex, (int)pre_items + f.decodes * p->num_kv_heads, attn__forward_task, &run);
-    return ATTN_OK;
+    return attn__gemm_end(&pre, &call);
 }
 
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */
@@ -2967,6 +3239,98 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     }
 }
 
+#ifdef ATTN_USE_ONEDNN
+/* ---- prefill with oneDNN GEMMs ([H]): the same items, masks and online softmax ------------- */
+
+/* Keys and values [k0, k0+n) of (sequence, KV head g) as f32 rows [KT][D]; rows >= n are 0. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int seq, int g,
+                                                int64_t k0, int n, float *ATTN_RESTRICT k,
+                                                float *ATTN_RESTRICT v) {
+    size_t D = (size_t)P->D, pad = (size_t)(ATTN__DNNL_KEY_TILE - n) * D;
+    for (int c = 0; c < n; c++) {
+        const char *kp, *vp;
+        attn__kv_row_at(P, seq, g, k0 + c, &kp, &vp);
+        ATTN__FN(attn__to_f32)(k + c * D, kp, P->kv_dtype, P->D, P->k_scale);
+        ATTN__FN(attn__to_f32)(v + c * D, vp, P->kv_dtype, P->D, P->v_scale);
+    }
+    memset(k + n * D, 0, sizeof(float) * pad);
+    memset(v + n * D, 0, sizeof(float) * pad);
+}
+
+/* Softmax of one score tile, row by row; probabilities of keys past n (padding) are exactly 0
+   so that P . V with the zero-padded V adds nothing, whatever the padded scores were. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_softmax_tile)(const attn__prefill_plan *P, int g, int64_t pmin,
+                                                     int64_t k0, int n, int rows,
+                                                     const attn__dnnl_scratch *sc) {
+    int G = P->G;
+    for (int r = 0; r < rows; r++) {
+        float *s = sc->s + (size_t)r * ATTN__DNNL_KEY_TILE;
+        ATTN__FN(attn__softmax_row)(P, g * G + r % G, pmin + r / G, k0, n, s, &sc->m[r], &sc->l[r],
+                                    &sc->a[r]);
+        memset(s + n, 0, sizeof(float) * (size_t)(ATTN__DNNL_KEY_TILE - n));
+    }
+}
+
+/* O[r] *= alpha[r] before the next P . V accumulates into it (alpha 1 leaves the row alone). */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_rescale)(float *ATTN_RESTRICT o, const float *alpha, int rows,
+                                                int D) {
+    for (int r = 0; r < rows; r++) {
+        if (alpha[r] == 1.0f) continue;
+        float *row = o + (size_t)r * D;
+        ATTN__VF va = ATTN__VSET1(alpha[r]);
+        int d = 0;
+        for (; d + ATTN__L <= D; d += ATTN__L) ATTN__VSTORE(row + d, ATTN__VMUL(ATTN__VLOAD(row + d), va));
+        for (; d < D; d++) row[d] *= alpha[r];
+    }
+}
+
+/* One work item (the same split as attn__prefill_item): queries packed once, then per key tile
+   S = Q.K^T on oneDNN, our masks + online softmax, O = alpha O + P.V on oneDNN. */
+ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P, int item, int thread) {
+    const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
+    attn__dnnl_scratch sc;
+    int seq = attn__find_seq(P->item_start, P->num_seqs, item);
+    int G = P->G, D = P->D, TT = P->tile_tokens, M = C->rows, r;
+    int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
+    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
+    int g = (int)(local / tiles);
+    int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
+    int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
+    int64_t off = Lk - Lq, pmin = off + i0, pmax = off + i0 + mq - 1, k0, kbeg = 0, kend = Lk;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+
+    attn__dnnl_scratch_of(P, thread, &sc);
+    for (r = 0; r < rows; r++) {
+        int64_t t = qs + i0 + r / G;
+        int h = g * G + r % G;
+        ATTN__FN(attn__to_f32)(sc.q + (size_t)r * D,
+                               P->q + (size_t)(t * P->q_stride + (int64_t)h * D) * qsz,
+                               P->q_dtype, D, P->q_mul);
+        sc.m[r] = P->sinks ? P->sinks[h] : -INFINITY;
+        sc.l[r] = P->sinks ? 1.0f : 0.0f;
+    }
+    memset(sc.q + (size_t)rows * D, 0, sizeof(float) * (size_t)(M - rows) * D);
+    memset(sc.o, 0, sizeof(float) * (size_t)M * D);
+    if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
+    if (P->window) kbeg = ATTN__MAX((int64_t)0, pmin - P->window + 1);
+    for (k0 = kbeg; k0 < kend; k0 += ATTN__DNNL_KEY_TILE) {
+        int n = (int)ATTN__MIN((int64_t)ATTN__DNNL_KEY_TILE, kend - k0);
+        ATTN__FN(attn__dnnl_pack_kv)(P, seq, g, k0, n, sc.k, sc.v);
+        attn__dnnl_gemm(sc.th, C->qk, sc.th->q, sc.th->k, sc.th->s, sc.th->pad_qk);
+        ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, rows, &sc);
+        ATTN__FN(attn__dnnl_rescale)(sc.o, sc.a, rows, D);
+        attn__dnnl_gemm(sc.th, C->pv, sc.th->s, sc.th->v, sc.th->o, sc.th->pad_pv);
+    }
+    for (r = 0; r < rows; r++) {
+        int64_t pos = pmin + r / G;
+        int has_keys = Lk > 0 && (!P->causal || pos >= 0);
+        ATTN__FN(attn__finish_row)(P, qs + i0 + r / G, g * G + r % G, has_keys, sc.m[r], sc.l[r],
+                                   sc.o + (size_t)r * D);
+    }
+}
+#endif /* ATTN_USE_ONEDNN */
+
 /* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
 
 /* Rows [off, off+n) of (block, kv head) as f32: the cache itself when it already is f32 with a
@@ -3151,7 +3515,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
 /* ---- the table ------------------------------------------------------------------------------ */
 static const attn__kernels ATTN__FN(attn__table) = {
     ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
-    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)};
+    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
+#ifdef ATTN_USE_ONEDNN
+    , ATTN__FN(attn__prefill_item_dnnl)
+#endif
+};
 
 #undef ATTN__FN
 #undef ATTN__PASS_ISA
