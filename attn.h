@@ -1176,9 +1176,10 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    (attn__prefill_item_dnnl, in the kernel pass) keeps our masks and online softmax and sends the
    two GEMMs of each key tile to oneDNN matmul primitives:
        S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
-   Every tile of every item has this one shape (rows and keys zero-padded), so a call creates two
-   primitives (oneDNN's primitive cache makes a repeated shape a cache hit) and, per thread, one
-   stream and memory objects bound to that thread's scratch. All of it is created after
+   M (rows) is fixed per call and a tile's key count is padded with zeros to the next multiple
+   of 16, so a call needs at most 8 shapes: it creates their primitives once (oneDNN's primitive
+   cache makes a repeated shape a cache hit) and, per thread, one stream and memory objects bound
+   to that thread's scratch. A tile's shape depends only on its own key count, never on the batch. All of it is created after
    validation and destroyed before the call returns: no global state, nothing to leak.
    Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
    inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
@@ -1189,12 +1190,20 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
 #error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
 #endif
 #define ATTN__DNNL_KEY_TILE 128  /* keys per oneDNN tile: big enough to amortise a call */
+#define ATTN__DNNL_KEY_STEP 16   /* a tail tile is padded to a multiple of this */
+#define ATTN__DNNL_WIDTHS (ATTN__DNNL_KEY_TILE / ATTN__DNNL_KEY_STEP)
+
+/* A thread's memory objects for tiles of one width (bound to its scratch buffers). */
+typedef struct attn__dnnl_mems {
+    dnnl_memory_t k, s, v;
+    dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
+} attn__dnnl_mems;
 
 /* A thread's oneDNN objects, kept in its scratch slice. */
 typedef struct attn__dnnl_thread {
     dnnl_stream_t stream;
-    dnnl_memory_t q, k, s, v, o;       /* bound to the scratch buffers below */
-    dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
+    dnnl_memory_t q, o;
+    attn__dnnl_mems w[ATTN__DNNL_WIDTHS];  /* [i]: tiles of (i + 1) * KEY_STEP keys */
     int failed;                        /* a GEMM of this thread returned an error */
 } attn__dnnl_thread;
 
@@ -1207,12 +1216,18 @@ typedef struct attn__dnnl_scratch {
     attn__dnnl_thread *th;
 } attn__dnnl_scratch;
 
-/* One call's primitives: rows M = query tokens per item x G. */
+/* The two GEMMs of a tile of one width. */
+typedef struct attn__dnnl_shape {
+    dnnl_primitive_t qk, pv;
+    dnnl_memory_desc_t k, s, v, pad_qk, pad_pv;
+} attn__dnnl_shape;
+
+/* One call's primitives: rows M = query tokens per item x G; widths: shapes in use. */
 typedef struct attn__dnnl_call {
     dnnl_engine_t engine;
-    dnnl_primitive_t qk, pv;
-    dnnl_memory_desc_t md_q, md_k, md_s, md_v, md_o, md_pad_qk, md_pad_pv;
-    int rows, threads;
+    dnnl_memory_desc_t q, o;
+    attn__dnnl_shape shape[ATTN__DNNL_WIDTHS];
+    int rows, widths, threads;
 } attn__dnnl_call;
 
 ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, char *base, attn__dnnl_scratch *s) {
@@ -1305,27 +1320,38 @@ ATTN__PRIVATE int attn__dnnl_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t
     return dnnl_memory_create(mem, md, engine, data) == dnnl_success;
 }
 
-/* A thread's stream and memory objects; its scratchpads only when the primitives need them. */
+/* A scratchpad memory when the primitive needs one. */
+ATTN__PRIVATE int attn__dnnl_pad(dnnl_memory_t *mem, const dnnl_memory_desc_t *md, dnnl_engine_t e) {
+    return dnnl_memory_desc_get_size(md) == 0 || attn__dnnl_memory(mem, md, e, DNNL_MEMORY_ALLOCATE);
+}
+
+/* A thread's stream and memory objects for every width in use. */
 ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_scratch *s) {
     attn__dnnl_thread *th = s->th;
     dnnl_engine_t e = C->engine;
     int ok = dnnl_stream_create(&th->stream, e, dnnl_stream_default_flags) == dnnl_success &&
-             attn__dnnl_memory(&th->q, &C->md_q, e, s->q) && attn__dnnl_memory(&th->k, &C->md_k, e, s->k) &&
-             attn__dnnl_memory(&th->s, &C->md_s, e, s->s) && attn__dnnl_memory(&th->v, &C->md_v, e, s->v) &&
-             attn__dnnl_memory(&th->o, &C->md_o, e, s->o);
-    if (ok && dnnl_memory_desc_get_size(&C->md_pad_qk) > 0)
-        ok = attn__dnnl_memory(&th->pad_qk, &C->md_pad_qk, e, DNNL_MEMORY_ALLOCATE);
-    if (ok && dnnl_memory_desc_get_size(&C->md_pad_pv) > 0)
-        ok = attn__dnnl_memory(&th->pad_pv, &C->md_pad_pv, e, DNNL_MEMORY_ALLOCATE);
+             attn__dnnl_memory(&th->q, &C->q, e, s->q) && attn__dnnl_memory(&th->o, &C->o, e, s->o);
+    for (int i = 0; ok && i < C->widths; i++) {
+        const attn__dnnl_shape *sh = &C->shape[i];
+        attn__dnnl_mems *m = &th->w[i];
+        ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) && attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
+             attn__dnnl_memory(&m->v, &sh->v, e, s->v) && attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
+             attn__dnnl_pad(&m->pad_pv, &sh->pad_pv, e);
+    }
     return ok;
 }
 
+ATTN__PRIVATE void attn__dnnl_free_memory(dnnl_memory_t m) {
+    if (m) dnnl_memory_destroy(m);
+}
+
 ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
-    dnnl_memory_t *mems[7];
-    mems[0] = &th->q; mems[1] = &th->k; mems[2] = &th->s; mems[3] = &th->v; mems[4] = &th->o;
-    mems[5] = &th->pad_qk; mems[6] = &th->pad_pv;
-    for (int i = 0; i < 7; i++)
-        if (*mems[i]) dnnl_memory_destroy(*mems[i]);
+    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
+        attn__dnnl_mems *m = &th->w[i];
+        attn__dnnl_free_memory(m->k); attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->v);
+        attn__dnnl_free_memory(m->pad_qk); attn__dnnl_free_memory(m->pad_pv);
+    }
+    attn__dnnl_free_memory(th->q); attn__dnnl_free_memory(th->o);
     if (th->stream) dnnl_stream_destroy(th->stream);
     memset(th, 0, sizeof *th);
 }
@@ -1339,19 +1365,42 @@ ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_p
         failed |= s.th->failed;
         attn__dnnl_thread_free(s.th);
     }
-    if (C->qk) dnnl_primitive_destroy(C->qk);
-    if (C->pv) dnnl_primitive_destroy(C->pv);
+    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
+        if (C->shape[i].qk) dnnl_primitive_destroy(C->shape[i].qk);
+        if (C->shape[i].pv) dnnl_primitive_destroy(C->shape[i].pv);
+    }
     if (C->engine) dnnl_engine_destroy(C->engine);
     P->dnnl = NULL;
     return failed ? ATTN__FAIL(ATTN_ERR_BACKEND) : ATTN_OK;
 }
 
+/* The primitives of tiles `width` keys wide. */
+ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh, int64_t D,
+                                        int64_t width) {
+    return attn__dnnl_md(&sh->k, D, width, 1) && attn__dnnl_md(&sh->s, C->rows, width, 0) &&
+           attn__dnnl_md(&sh->v, width, D, 0) &&
+           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->s, &sh->v, &C->o, 1, &sh->pv, &sh->pad_pv);
+}
+
+/* The most keys any sequence of the plan has (the widest tile a call can need). */
+ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
+    int64_t most = 0;
+    for (int s = 0; s < P->num_seqs; s++) {
+        int64_t lk = P->source == ATTN__KV_ROWS ? P->k_start[s + 1] - P->k_start[s] : P->seq_lens[s];
+        most = ATTN__MAX(most, lk);
+    }
+    return most;
+}
+
 /* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
 ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, int threads) {
-    int64_t M = (int64_t)P->tile_tokens * P->G, D = P->D, KT = ATTN__DNNL_KEY_TILE;
-    int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
+    int64_t M = (int64_t)P->tile_tokens * P->G, D = P->D;
+    int64_t tiles = (attn__prefill_max_keys(P) + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP;
+    int ok, t, i, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
     memset(C, 0, sizeof *C);
     C->rows = (int)M; C->threads = threads;
+    C->widths = (int)ATTN__MIN((int64_t)ATTN__DNNL_WIDTHS, ATTN__MAX(tiles, (int64_t)1));
     P->dnnl = C;
     for (t = 0; t < threads; t++) {
         attn__dnnl_scratch s;
@@ -1359,11 +1408,9 @@ ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_p
         memset(s.th, 0, sizeof *s.th);
     }
     ok = dnnl_engine_create(&C->engine, dnnl_cpu, 0) == dnnl_success &&
-         attn__dnnl_md(&C->md_q, M, D, 0) && attn__dnnl_md(&C->md_k, D, KT, 1) &&
-         attn__dnnl_md(&C->md_s, M, KT, 0) && attn__dnnl_md(&C->md_v, KT, D, 0) &&
-         attn__dnnl_md(&C->md_o, M, D, 0) &&
-         attn__dnnl_matmul(C, &C->md_q, &C->md_k, &C->md_s, 0, &C->qk, &C->md_pad_qk) &&
-         attn__dnnl_matmul(C, &C->md_s, &C->md_v, &C->md_o, 1, &C->pv, &C->md_pad_pv);
+         attn__dnnl_md(&C->q, M, D, 0) && attn__dnnl_md(&C->o, M, D, 0);
+    for (i = 0; ok && i < C->widths; i++)
+        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP);
     for (t = 0; ok && t < threads; t++) {
         attn__dnnl_scratch s;
         attn__dnnl_scratch_of(P, t, &s);
@@ -3242,11 +3289,11 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
 #ifdef ATTN_USE_ONEDNN
 /* ---- prefill with oneDNN GEMMs ([H]): the same items, masks and online softmax ------------- */
 
-/* Keys and values [k0, k0+n) of (sequence, KV head g) as f32 rows [KT][D]; rows >= n are 0. */
+/* Keys and values [k0, k0+n) of (sequence, KV head g) as f32 rows [width][D]; rows >= n are 0. */
 ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int seq, int g,
-                                                int64_t k0, int n, float *ATTN_RESTRICT k,
+                                                int64_t k0, int n, int width, float *ATTN_RESTRICT k,
                                                 float *ATTN_RESTRICT v) {
-    size_t D = (size_t)P->D, pad = (size_t)(ATTN__DNNL_KEY_TILE - n) * D;
+    size_t D = (size_t)P->D, pad = (size_t)(width - n) * D;
     for (int c = 0; c < n; c++) {
         const char *kp, *vp;
         attn__kv_row_at(P, seq, g, k0 + c, &kp, &vp);
@@ -3260,14 +3307,14 @@ ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int
 /* Softmax of one score tile, row by row; probabilities of keys past n (padding) are exactly 0
    so that P . V with the zero-padded V adds nothing, whatever the padded scores were. */
 ATTN__PRIVATE void ATTN__FN(attn__dnnl_softmax_tile)(const attn__prefill_plan *P, int g, int64_t pmin,
-                                                     int64_t k0, int n, int rows,
+                                                     int64_t k0, int n, int width, int rows,
                                                      const attn__dnnl_scratch *sc) {
     int G = P->G;
     for (int r = 0; r < rows; r++) {
-        float *s = sc->s + (size_t)r * ATTN__DNNL_KEY_TILE;
+        float *s = sc->s + (size_t)r * width;
         ATTN__FN(attn__softmax_row)(P, g * G + r % G, pmin + r / G, k0, n, s, &sc->m[r], &sc->l[r],
                                     &sc->a[r]);
-        memset(s + n, 0, sizeof(float) * (size_t)(ATTN__DNNL_KEY_TILE - n));
+        memset(s + n, 0, sizeof(float) * (size_t)(width - n));
     }
 }
 
@@ -3316,11 +3363,14 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
     if (P->window) kbeg = ATTN__MAX((int64_t)0, pmin - P->window + 1);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__DNNL_KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__DNNL_KEY_TILE, kend - k0);
-        ATTN__FN(attn__dnnl_pack_kv)(P, seq, g, k0, n, sc.k, sc.v);
-        attn__dnnl_gemm(sc.th, C->qk, sc.th->q, sc.th->k, sc.th->s, sc.th->pad_qk);
-        ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, rows, &sc);
+        int wi = (n + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP - 1;  /* narrowest shape */
+        const attn__dnnl_shape *sh = &C->shape[wi];
+        const attn__dnnl_mems *mem = &sc.th->w[wi];
+        ATTN__FN(attn__dnnl_pack_kv)(P, seq, g, k0, n, (wi + 1) * ATTN__DNNL_KEY_STEP, sc.k, sc.v);
+        attn__dnnl_gemm(sc.th, sh->qk, sc.th->q, mem->k, mem->s, mem->pad_qk);
+        ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, (wi + 1) * ATTN__DNNL_KEY_STEP, rows, &sc);
         ATTN__FN(attn__dnnl_rescale)(sc.o, sc.a, rows, D);
-        attn__dnnl_gemm(sc.th, C->pv, sc.th->s, sc.th->v, sc.th->o, sc.th->pad_pv);
+        attn__dnnl_gemm(sc.th, sh->pv, mem->s, mem->v, sc.th->o, mem->pad_pv);
     }
     for (r = 0; r < rows; r++) {
         int64_t pos = pmin + r / G;
