@@ -1185,7 +1185,11 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
    driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
    So oneDNN never oversubscribes the cores, and an item's arithmetic depends only on the item:
-   bitwise identical results for any thread count, as with the native kernels. */
+   bitwise identical results for any thread count, as with the native kernels.
+   bf16: when queries and keys/values are bf16 (scale 1) and oneDNN has a non-reference bf16
+   matmul for this CPU, the GEMMs take bf16 operands as they are (the scale is applied to the
+   f32 scores by the primitive) and accumulate in f32; P is rounded to bf16 for P.V. Otherwise
+   (f32/f16/fp8 inputs, or no bf16 hardware path) operands are widened to f32. */
 #ifndef ATTN_USE_OPENMP
 #error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
 #endif
@@ -1195,7 +1199,7 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
 
 /* A thread's memory objects for tiles of one width (bound to its scratch buffers). */
 typedef struct attn__dnnl_mems {
-    dnnl_memory_t k, s, v;
+    dnnl_memory_t k, s, p, v;          /* p: the probabilities P.V reads (s itself in f32 mode) */
     dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
 } attn__dnnl_mems;
 
@@ -1208,9 +1212,10 @@ typedef struct attn__dnnl_thread {
 } attn__dnnl_thread;
 
 typedef struct attn__dnnl_scratch {
-    float *q;          /* [M][D] packed queries, pre-scaled; rows past the item's are 0 */
-    float *k, *v;      /* [KT][D] key and value rows; rows past the tile's are 0 */
+    float *q;          /* [M][D] packed queries (f32 pre-scaled, or bf16); rows past the item's are 0 */
+    float *k, *v;      /* [KT][D] key and value rows (f32 or bf16); rows past the tile's are 0 */
     float *s;          /* [M][KT] scores, then probabilities */
+    uint16_t *pb;      /* [M][KT] bf16 probabilities (bf16 mode) */
     float *o;          /* [M][D] running outputs */
     float *m, *l, *a;  /* [M] running max, denominator, rescale factor of the last tile */
     attn__dnnl_thread *th;
@@ -1219,7 +1224,7 @@ typedef struct attn__dnnl_scratch {
 /* The two GEMMs of a tile of one width. */
 typedef struct attn__dnnl_shape {
     dnnl_primitive_t qk, pv;
-    dnnl_memory_desc_t k, s, v, pad_qk, pad_pv;
+    dnnl_memory_desc_t k, s, p, v, pad_qk, pad_pv;
 } attn__dnnl_shape;
 
 /* One call's primitives: rows M = query tokens per item x G; widths: shapes in use. */
@@ -1228,6 +1233,7 @@ typedef struct attn__dnnl_call {
     dnnl_memory_desc_t q, o;
     attn__dnnl_shape shape[ATTN__DNNL_WIDTHS];
     int rows, widths, threads;
+    int bf16;          /* operands in bf16 (see [H]) */
 } attn__dnnl_call;
 
 ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, char *base, attn__dnnl_scratch *s) {
@@ -1237,13 +1243,14 @@ ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, char *base, attn
     float *k = (float *)attn__carve(&c, sizeof(float) * kv);
     float *v = (float *)attn__carve(&c, sizeof(float) * kv);
     float *sc = (float *)attn__carve(&c, sizeof(float) * (size_t)rows * ATTN__DNNL_KEY_TILE);
+    uint16_t *pb = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * (size_t)rows * ATTN__DNNL_KEY_TILE);
     float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)rows * D);
     float *m = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
     float *l = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
     float *a = (float *)attn__carve(&c, sizeof(float) * (size_t)rows);
     attn__dnnl_thread *th = (attn__dnnl_thread *)attn__carve(&c, sizeof(attn__dnnl_thread));
     if (s) {
-        s->q = q; s->k = k; s->v = v; s->s = sc; s->o = o;
+        s->q = q; s->k = k; s->v = v; s->s = sc; s->pb = pb; s->o = o;
         s->m = m; s->l = l; s->a = a; s->th = th;
     }
     return (size_t)(c - base);
@@ -1270,19 +1277,28 @@ ATTN__PRIVATE void attn__kv_row_at(const attn__prefill_plan *P, int seq, int g, 
     }
 }
 
-/* f32 matrix rows x cols, row-major, or (transposed) stored as cols rows of `rows` elements. */
-ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int transposed) {
+/* Matrix rows x cols, row-major, or (transposed) stored as cols rows of `rows` elements. */
+ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int transposed,
+                                dnnl_data_type_t dt) {
     dnnl_dims_t dims, strides;
     dims[0] = rows; dims[1] = cols;
     strides[0] = transposed ? 1 : cols;
     strides[1] = transposed ? rows : 1;
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides) == dnnl_success;
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success;
 }
 
-/* C = A . B (+ C when accumulate) as a primitive with a user-managed scratchpad. */
+/* oneDNN's reference implementations are slow loops: bf16 falls back to f32 rather than use them. */
+ATTN__PRIVATE int attn__dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&impl) != dnnl_success) return 1;
+    return impl == NULL || strncmp(impl, "ref", 3) == 0;
+}
+
+/* C = scale * A . B (+ C when accumulate) as a primitive with a user-managed scratchpad. */
 ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t *a,
                                     const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
-                                    int accumulate, dnnl_primitive_t *prim, dnnl_memory_desc_t *pad) {
+                                    float scale, int accumulate, dnnl_primitive_t *prim,
+                                    dnnl_memory_desc_t *pad) {
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
@@ -1291,11 +1307,14 @@ ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t
     int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && scale != 1.0f)
+        ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success;
     if (ok && accumulate)
         ok = dnnl_post_ops_create(&ops) == dnnl_success &&
              dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
     ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, C->engine, NULL) == dnnl_success;
+    ok = ok && !(C->bf16 && attn__dnnl_is_reference(pd));
     if (ok) pad_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     ok = ok && pad_md != NULL && dnnl_primitive_create(prim, pd) == dnnl_success;
     if (ok) *pad = *pad_md;
@@ -1335,6 +1354,7 @@ ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_sc
         const attn__dnnl_shape *sh = &C->shape[i];
         attn__dnnl_mems *m = &th->w[i];
         ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) && attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
+             attn__dnnl_memory(&m->p, &sh->p, e, C->bf16 ? (void *)s->pb : (void *)s->s) &&
              attn__dnnl_memory(&m->v, &sh->v, e, s->v) && attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
              attn__dnnl_pad(&m->pad_pv, &sh->pad_pv, e);
     }
@@ -1348,7 +1368,8 @@ ATTN__PRIVATE void attn__dnnl_free_memory(dnnl_memory_t m) {
 ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
     for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
         attn__dnnl_mems *m = &th->w[i];
-        attn__dnnl_free_memory(m->k); attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->v);
+        attn__dnnl_free_memory(m->k); attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->p);
+        attn__dnnl_free_memory(m->v);
         attn__dnnl_free_memory(m->pad_qk); attn__dnnl_free_memory(m->pad_pv);
     }
     attn__dnnl_free_memory(th->q); attn__dnnl_free_memory(th->o);
@@ -1356,8 +1377,8 @@ ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
     memset(th, 0, sizeof *th);
 }
 
-/* Destroys what attn__dnnl_acquire created; ATTN_ERR_BACKEND when a GEMM failed meanwhile. */
-ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_plan *P) {
+/* Destroys the primitives and per-thread objects (not the engine); returns whether a GEMM failed. */
+ATTN__PRIVATE int attn__dnnl_free_objects(attn__dnnl_call *C, const attn__prefill_plan *P) {
     int failed = 0;
     for (int t = 0; t < C->threads; t++) {
         attn__dnnl_scratch s;
@@ -1368,19 +1389,43 @@ ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_p
     for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
         if (C->shape[i].qk) dnnl_primitive_destroy(C->shape[i].qk);
         if (C->shape[i].pv) dnnl_primitive_destroy(C->shape[i].pv);
+        C->shape[i].qk = C->shape[i].pv = NULL;
     }
+    return failed;
+}
+
+/* Destroys what attn__dnnl_acquire created; ATTN_ERR_BACKEND when a GEMM failed meanwhile. */
+ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_plan *P) {
+    int failed = attn__dnnl_free_objects(C, P);
     if (C->engine) dnnl_engine_destroy(C->engine);
+    C->engine = NULL;
     P->dnnl = NULL;
     return failed ? ATTN__FAIL(ATTN_ERR_BACKEND) : ATTN_OK;
 }
 
-/* The primitives of tiles `width` keys wide. */
+/* The primitives of tiles `width` keys wide; bf16 mode scales the scores in the GEMM. */
 ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh, int64_t D,
-                                        int64_t width) {
-    return attn__dnnl_md(&sh->k, D, width, 1) && attn__dnnl_md(&sh->s, C->rows, width, 0) &&
-           attn__dnnl_md(&sh->v, width, D, 0) &&
-           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, 0, &sh->qk, &sh->pad_qk) &&
-           attn__dnnl_matmul(C, &sh->s, &sh->v, &C->o, 1, &sh->pv, &sh->pad_pv);
+                                        int64_t width, float q_mul) {
+    dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
+    return attn__dnnl_md(&sh->k, D, width, 1, dt) && attn__dnnl_md(&sh->s, C->rows, width, 0, dnnl_f32) &&
+           attn__dnnl_md(&sh->p, C->rows, width, 0, dt) && attn__dnnl_md(&sh->v, width, D, 0, dt) &&
+           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->p, &sh->v, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
+}
+
+/* Every primitive and per-thread object of the call, in C->bf16's mode. */
+ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan *P) {
+    int64_t D = P->D;
+    int ok = attn__dnnl_md(&C->q, C->rows, D, 0, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
+             attn__dnnl_md(&C->o, C->rows, D, 0, dnnl_f32);
+    for (int i = 0; ok && i < C->widths; i++)
+        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP, P->q_mul);
+    for (int t = 0; ok && t < C->threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        ok = attn__dnnl_thread_init(C, &s);
+    }
+    return ok;
 }
 
 /* The most keys any sequence of the plan has (the widest tile a call can need). */
@@ -1395,26 +1440,24 @@ ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
 
 /* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
 ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, int threads) {
-    int64_t M = (int64_t)P->tile_tokens * P->G, D = P->D;
     int64_t tiles = (attn__prefill_max_keys(P) + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP;
-    int ok, t, i, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
+    int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
     memset(C, 0, sizeof *C);
-    C->rows = (int)M; C->threads = threads;
+    C->rows = P->tile_tokens * P->G; C->threads = threads;
     C->widths = (int)ATTN__MIN((int64_t)ATTN__DNNL_WIDTHS, ATTN__MAX(tiles, (int64_t)1));
+    C->bf16 = P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->k_scale == 1.0f &&
+              P->v_scale == 1.0f;
     P->dnnl = C;
     for (t = 0; t < threads; t++) {
         attn__dnnl_scratch s;
         attn__dnnl_scratch_of(P, t, &s);
         memset(s.th, 0, sizeof *s.th);
     }
-    ok = dnnl_engine_create(&C->engine, dnnl_cpu, 0) == dnnl_success &&
-         attn__dnnl_md(&C->q, M, D, 0) && attn__dnnl_md(&C->o, M, D, 0);
-    for (i = 0; ok && i < C->widths; i++)
-        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP);
-    for (t = 0; ok && t < threads; t++) {
-        attn__dnnl_scratch s;
-        attn__dnnl_scratch_of(P, t, &s);
-        ok = attn__dnnl_thread_init(C, &s);
+    ok = dnnl_engine_create(&C->engine, dnnl_cpu, 0) == dnnl_success && attn__dnnl_build(C, P);
+    if (!ok && C->engine && C->bf16) {  /* no bf16 hardware path: widen to f32 */
+        attn__dnnl_free_objects(C, P);
+        C->bf16 = 0;
+        ok = attn__dnnl_build(C, P);
     }
     attn__dnnl_solo_end(solo);
     if (!ok) {
@@ -3289,33 +3332,57 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
 #ifdef ATTN_USE_ONEDNN
 /* ---- prefill with oneDNN GEMMs ([H]): the same items, masks and online softmax ------------- */
 
-/* Keys and values [k0, k0+n) of (sequence, KV head g) as f32 rows [width][D]; rows >= n are 0. */
-ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int seq, int g,
-                                                int64_t k0, int n, int width, float *ATTN_RESTRICT k,
-                                                float *ATTN_RESTRICT v) {
-    size_t D = (size_t)P->D, pad = (size_t)(width - n) * D;
+/* Keys and values [k0, k0+n) of (sequence, KV head g) as rows [width][D], f32 or (bf16 mode)
+   bf16 copied as they are; rows >= n are 0. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int bf16, int seq,
+                                                int g, int64_t k0, int n, int width,
+                                                float *ATTN_RESTRICT k, float *ATTN_RESTRICT v) {
+    size_t D = (size_t)P->D, esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    char *kb = (char *)k, *vb = (char *)v;
     for (int c = 0; c < n; c++) {
         const char *kp, *vp;
         attn__kv_row_at(P, seq, g, k0 + c, &kp, &vp);
-        ATTN__FN(attn__to_f32)(k + c * D, kp, P->kv_dtype, P->D, P->k_scale);
-        ATTN__FN(attn__to_f32)(v + c * D, vp, P->kv_dtype, P->D, P->v_scale);
+        if (bf16) {
+            memcpy(kb + c * D * esz, kp, D * esz);
+            memcpy(vb + c * D * esz, vp, D * esz);
+        } else {
+            ATTN__FN(attn__to_f32)(k + c * D, kp, P->kv_dtype, P->D, P->k_scale);
+            ATTN__FN(attn__to_f32)(v + c * D, vp, P->kv_dtype, P->D, P->v_scale);
+        }
     }
-    memset(k + n * D, 0, sizeof(float) * pad);
-    memset(v + n * D, 0, sizeof(float) * pad);
+    memset(kb + n * D * esz, 0, (size_t)(width - n) * D * esz);
+    memset(vb + n * D * esz, 0, (size_t)(width - n) * D * esz);
+}
+
+/* The item's queries: f32 pre-scaled, or (bf16 mode) bf16 as they are; rows >= rows are 0. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_q)(const attn__prefill_plan *P, int bf16, int64_t t0,
+                                               int g, int rows, int M, float *ATTN_RESTRICT q) {
+    int G = P->G, D = P->D;
+    size_t qsz = attn_dtype_size(P->q_dtype), esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (int r = 0; r < rows; r++) {
+        int64_t t = t0 + r / G;
+        const char *src = P->q + (size_t)(t * P->q_stride + (int64_t)(g * G + r % G) * D) * qsz;
+        if (bf16) memcpy((char *)q + (size_t)r * D * esz, src, (size_t)D * esz);
+        else ATTN__FN(attn__to_f32)(q + (size_t)r * D, src, P->q_dtype, D, P->q_mul);
+    }
+    memset((char *)q + (size_t)rows * D * esz, 0, (size_t)(M - rows) * D * esz);
 }
 
 /* Softmax of one score tile, row by row; probabilities of keys past n (padding) are exactly 0
    so that P . V with the zero-padded V adds nothing, whatever the padded scores were. */
 ATTN__PRIVATE void ATTN__FN(attn__dnnl_softmax_tile)(const attn__prefill_plan *P, int g, int64_t pmin,
                                                      int64_t k0, int n, int width, int rows,
-                                                     const attn__dnnl_scratch *sc) {
+                                                     int M, int bf16, const attn__dnnl_scratch *sc) {
     int G = P->G;
     for (int r = 0; r < rows; r++) {
         float *s = sc->s + (size_t)r * width;
         ATTN__FN(attn__softmax_row)(P, g * G + r % G, pmin + r / G, k0, n, s, &sc->m[r], &sc->l[r],
                                     &sc->a[r]);
         memset(s + n, 0, sizeof(float) * (size_t)(width - n));
+        if (bf16) ATTN__FN(attn__from_f32)(sc->pb + (size_t)r * width, ATTN_BF16, s, width);
     }
+    if (bf16)  /* padding rows: P = 0, whatever their scores */
+        memset(sc->pb + (size_t)rows * width, 0, sizeof(uint16_t) * (size_t)(M - rows) * width);
 }
 
 /* O[r] *= alpha[r] before the next P . V accumulates into it (alpha 1 leaves the row alone). */
@@ -3345,19 +3412,14 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
     int64_t off = Lk - Lq, pmin = off + i0, pmax = off + i0 + mq - 1, k0, kbeg = 0, kend = Lk;
-    size_t qsz = attn_dtype_size(P->q_dtype);
 
     attn__dnnl_scratch_of(P, thread, &sc);
+    ATTN__FN(attn__dnnl_pack_q)(P, C->bf16, qs + i0, g, rows, M, sc.q);
     for (r = 0; r < rows; r++) {
-        int64_t t = qs + i0 + r / G;
         int h = g * G + r % G;
-        ATTN__FN(attn__to_f32)(sc.q + (size_t)r * D,
-                               P->q + (size_t)(t * P->q_stride + (int64_t)h * D) * qsz,
-                               P->q_dtype, D, P->q_mul);
         sc.m[r] = P->sinks ? P->sinks[h] : -INFINITY;
         sc.l[r] = P->sinks ? 1.0f : 0.0f;
     }
-    memset(sc.q + (size_t)rows * D, 0, sizeof(float) * (size_t)(M - rows) * D);
     memset(sc.o, 0, sizeof(float) * (size_t)M * D);
     if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
     if (P->window) kbeg = ATTN__MAX((int64_t)0, pmin - P->window + 1);
@@ -3366,11 +3428,12 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
         int wi = (n + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP - 1;  /* narrowest shape */
         const attn__dnnl_shape *sh = &C->shape[wi];
         const attn__dnnl_mems *mem = &sc.th->w[wi];
-        ATTN__FN(attn__dnnl_pack_kv)(P, seq, g, k0, n, (wi + 1) * ATTN__DNNL_KEY_STEP, sc.k, sc.v);
+        int width = (wi + 1) * ATTN__DNNL_KEY_STEP;
+        ATTN__FN(attn__dnnl_pack_kv)(P, C->bf16, seq, g, k0, n, width, sc.k, sc.v);
         attn__dnnl_gemm(sc.th, sh->qk, sc.th->q, mem->k, mem->s, mem->pad_qk);
-        ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, (wi + 1) * ATTN__DNNL_KEY_STEP, rows, &sc);
+        ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, width, rows, M, C->bf16, &sc);
         ATTN__FN(attn__dnnl_rescale)(sc.o, sc.a, rows, D);
-        attn__dnnl_gemm(sc.th, sh->pv, mem->s, mem->v, sc.th->o, mem->pad_pv);
+        attn__dnnl_gemm(sc.th, sh->pv, mem->p, mem->v, sc.th->o, mem->pad_pv);
     }
     for (r = 0; r < rows; r++) {
         int64_t pos = pmin + r / G;
