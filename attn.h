@@ -22,7 +22,7 @@
        ATTN_NO_RUNTIME_DISPATCH  off            compile only the ISAs the compiler flags enable
        ATTN_USE_OPENMP           on if _OPENMP  run work items on OpenMP threads
        ATTN_NO_OPENMP            off            never use OpenMP, even with -fopenmp
-       ATTN_USE_ONEDNN           off            route prefill GEMMs through oneDNN (-ldnnl)
+       ATTN_USE_ONEDNN           off            prefill GEMMs on oneDNN when asked (-ldnnl, see ONEDNN)
        ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
@@ -94,10 +94,20 @@
        every build (no -march flags needed) and chosen at run time by cpuid/xgetbv, or forced with
        exec.isa (a forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to
        about 1e-6 relative; the same ISA is bitwise reproducible.
+   ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
+       exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
+       (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
+       bf16 operands with f32 accumulation when q and k/v are bf16 and oneDNN has a bf16 kernel
+       for the CPU. Masks, biases and the online softmax stay ours: same semantics, results within
+       f32 rounding of the native engine. Decode always runs natively (it streams memory; there
+       is no GEMM to win). oneDNN objects live for one call (nothing global, nothing leaks); a
+       oneDNN failure returns ATTN_ERR_BACKEND. oneDNN runs each GEMM on the calling thread only
+       (never nested in our threads, never oversubscribing), so determinism holds as below. Use
+       one OpenMP runtime: libdnnl's libgomp (gcc), or clang's libomp, which serves its calls too.
    DETERMINISM
-       For one build and ISA, outputs are bitwise identical for any thread count, any caller pool
-       and any batch composition (a sequence's result does not depend on its neighbours), and
-       paged decode v1 == v2 bitwise.
+       For one build, ISA and GEMM engine, outputs are bitwise identical for any thread count,
+       any caller pool and any batch composition (a sequence's result does not depend on its
+       neighbours), and paged decode v1 == v2 bitwise. The two engines agree to f32 rounding.
    ERRORS
        Every fallible function returns attn_status. Bad input returns a code and writes nothing
        (outputs, caches and pools are untouched). The library never prints, aborts or exits.
