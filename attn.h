@@ -1207,21 +1207,10 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
 #define ATTN__DNNL_KEY_STEP 16   /* a tail tile is padded to a multiple of this */
 #define ATTN__DNNL_WIDTHS (ATTN__DNNL_KEY_TILE / ATTN__DNNL_KEY_STEP)
 
-/* Where a tile's K/V operands come from: packed into the thread's scratch, or read in place
-   from the caller's rows (a full-width tile of f32 rows, or of bf16 rows in bf16 mode: no copy). */
-#define ATTN__DNNL_PACKED 0
-#define ATTN__DNNL_DIRECT 1
-
-/* A thread's K/V memory objects for one source, and the scratchpads of its two GEMMs. */
-typedef struct attn__dnnl_kv_mems {
-    dnnl_memory_t k, v;                /* packed: bound to scratch; direct: rebound per tile */
-    dnnl_memory_t pad_qk, pad_pv;      /* NULL when the primitive needs none */
-} attn__dnnl_kv_mems;
-
-/* A thread's memory objects for tiles of one width. */
+/* A thread's memory objects for tiles of one width (bound to its scratch buffers). */
 typedef struct attn__dnnl_mems {
-    dnnl_memory_t s, p;                /* p: the probabilities P.V reads (s itself in f32 mode) */
-    attn__dnnl_kv_mems via[2];         /* [ATTN__DNNL_PACKED], [ATTN__DNNL_DIRECT] */
+    dnnl_memory_t k, s, p, v;          /* p: the probabilities P.V reads (s itself in f32 mode) */
+    dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
 } attn__dnnl_mems;
 
 /* A thread's oneDNN objects, kept in its scratch slice. */
@@ -1242,15 +1231,10 @@ typedef struct attn__dnnl_scratch {
     attn__dnnl_thread *th;
 } attn__dnnl_scratch;
 
-/* The two GEMMs of a tile of one width, for one K/V source. */
-typedef struct attn__dnnl_gemms {
-    dnnl_primitive_t qk, pv;
-    dnnl_memory_desc_t k, v, pad_qk, pad_pv;
-} attn__dnnl_gemms;
-
+/* The two GEMMs of a tile of one width. */
 typedef struct attn__dnnl_shape {
-    dnnl_memory_desc_t s, p;
-    attn__dnnl_gemms via[2];           /* [ATTN__DNNL_PACKED], [ATTN__DNNL_DIRECT] */
+    dnnl_primitive_t qk, pv;
+    dnnl_memory_desc_t k, s, p, v, pad_qk, pad_pv;
 } attn__dnnl_shape;
 
 /* One call's primitives: rows M = query tokens per item x G; widths: shapes in use. */
@@ -1260,7 +1244,6 @@ typedef struct attn__dnnl_call {
     attn__dnnl_shape shape[ATTN__DNNL_WIDTHS];
     int rows, widths, threads;
     int bf16;          /* operands in bf16 (see [H]) */
-    int direct;        /* full tiles read K/V in place (rows source in the operand dtype) */
 } attn__dnnl_call;
 
 ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, char *base, attn__dnnl_scratch *s) {
@@ -1304,12 +1287,13 @@ ATTN__PRIVATE void attn__kv_row_at(const attn__prefill_plan *P, int seq, int g, 
     }
 }
 
-/* A rows x cols matrix whose element (i, j) is at i * row_stride + j * col_stride. */
-ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
-                                int64_t row_stride, int64_t col_stride, dnnl_data_type_t dt) {
+/* Matrix rows x cols, row-major, or (transposed) stored as cols rows of `rows` elements. */
+ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int transposed,
+                                dnnl_data_type_t dt) {
     dnnl_dims_t dims, strides;
     dims[0] = rows; dims[1] = cols;
-    strides[0] = row_stride; strides[1] = col_stride;
+    strides[0] = transposed ? 1 : cols;
+    strides[1] = transposed ? rows : 1;
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success;
 }
 
@@ -1379,15 +1363,10 @@ ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_sc
     for (int i = 0; ok && i < C->widths; i++) {
         const attn__dnnl_shape *sh = &C->shape[i];
         attn__dnnl_mems *m = &th->w[i];
-        ok = attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
-             attn__dnnl_memory(&m->p, &sh->p, e, C->bf16 ? (void *)s->pb : (void *)s->s);
-        for (int via = 0; ok && via <= C->direct; via++) {
-            const attn__dnnl_gemms *gm = &sh->via[via];
-            attn__dnnl_kv_mems *km = &m->via[via];
-            ok = attn__dnnl_memory(&km->k, &gm->k, e, via ? DNNL_MEMORY_NONE : (void *)s->k) &&
-                 attn__dnnl_memory(&km->v, &gm->v, e, via ? DNNL_MEMORY_NONE : (void *)s->v) &&
-                 attn__dnnl_pad(&km->pad_qk, &gm->pad_qk, e) && attn__dnnl_pad(&km->pad_pv, &gm->pad_pv, e);
-        }
+        ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) && attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
+             attn__dnnl_memory(&m->p, &sh->p, e, C->bf16 ? (void *)s->pb : (void *)s->s) &&
+             attn__dnnl_memory(&m->v, &sh->v, e, s->v) && attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
+             attn__dnnl_pad(&m->pad_pv, &sh->pad_pv, e);
     }
     return ok;
 }
@@ -1399,12 +1378,9 @@ ATTN__PRIVATE void attn__dnnl_free_memory(dnnl_memory_t m) {
 ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
     for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
         attn__dnnl_mems *m = &th->w[i];
-        attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->p);
-        for (int via = 0; via < 2; via++) {
-            attn__dnnl_kv_mems *km = &m->via[via];
-            attn__dnnl_free_memory(km->k); attn__dnnl_free_memory(km->v);
-            attn__dnnl_free_memory(km->pad_qk); attn__dnnl_free_memory(km->pad_pv);
-        }
+        attn__dnnl_free_memory(m->k); attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->p);
+        attn__dnnl_free_memory(m->v);
+        attn__dnnl_free_memory(m->pad_qk); attn__dnnl_free_memory(m->pad_pv);
     }
     attn__dnnl_free_memory(th->q); attn__dnnl_free_memory(th->o);
     if (th->stream) dnnl_stream_destroy(th->stream);
@@ -1420,13 +1396,11 @@ ATTN__PRIVATE int attn__dnnl_free_objects(attn__dnnl_call *C, const attn__prefil
         failed |= s.th->failed;
         attn__dnnl_thread_free(s.th);
     }
-    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++)
-        for (int via = 0; via < 2; via++) {
-            attn__dnnl_gemms *gm = &C->shape[i].via[via];
-            if (gm->qk) dnnl_primitive_destroy(gm->qk);
-            if (gm->pv) dnnl_primitive_destroy(gm->pv);
-            gm->qk = gm->pv = NULL;
-        }
+    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
+        if (C->shape[i].qk) dnnl_primitive_destroy(C->shape[i].qk);
+        if (C->shape[i].pv) dnnl_primitive_destroy(C->shape[i].pv);
+        C->shape[i].qk = C->shape[i].pv = NULL;
+    }
     return failed;
 }
 
@@ -1439,37 +1413,23 @@ ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_p
     return failed ? ATTN__FAIL(ATTN_ERR_BACKEND) : ATTN_OK;
 }
 
-/* The GEMMs of tiles `width` keys wide whose K rows are k_stride and V rows v_stride elements
-   apart; bf16 mode scales the scores in the GEMM. */
-ATTN__PRIVATE int attn__dnnl_gemms_init(attn__dnnl_call *C, const attn__dnnl_shape *sh,
-                                        attn__dnnl_gemms *gm, int64_t D, int64_t width,
-                                        int64_t k_stride, int64_t v_stride, float q_mul) {
+/* The primitives of tiles `width` keys wide; bf16 mode scales the scores in the GEMM. */
+ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh, int64_t D,
+                                        int64_t width, float q_mul) {
     dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
-    return attn__dnnl_md(&gm->k, D, width, 1, k_stride, dt) &&  /* K^T */
-           attn__dnnl_md(&gm->v, width, D, v_stride, 1, dt) &&
-           attn__dnnl_matmul(C, &C->q, &gm->k, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &gm->qk, &gm->pad_qk) &&
-           attn__dnnl_matmul(C, &sh->p, &gm->v, &C->o, 1.0f, 1, &gm->pv, &gm->pad_pv);
-}
-
-ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh,
-                                        const attn__prefill_plan *P, int64_t width) {
-    dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
-    int64_t D = P->D;
-    return attn__dnnl_md(&sh->s, C->rows, width, width, 1, dnnl_f32) &&
-           attn__dnnl_md(&sh->p, C->rows, width, width, 1, dt) &&
-           attn__dnnl_gemms_init(C, sh, &sh->via[ATTN__DNNL_PACKED], D, width, D, D, P->q_mul) &&
-           (!C->direct || attn__dnnl_gemms_init(C, sh, &sh->via[ATTN__DNNL_DIRECT], D, width,
-                                                P->k_stride, P->v_stride, P->q_mul));
+    return attn__dnnl_md(&sh->k, D, width, 1, dt) && attn__dnnl_md(&sh->s, C->rows, width, 0, dnnl_f32) &&
+           attn__dnnl_md(&sh->p, C->rows, width, 0, dt) && attn__dnnl_md(&sh->v, width, D, 0, dt) &&
+           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->p, &sh->v, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
 }
 
 /* Every primitive and per-thread object of the call, in C->bf16's mode. */
 ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan *P) {
     int64_t D = P->D;
-    int ok = attn__dnnl_md(&C->q, C->rows, D, D, 1, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
-             attn__dnnl_md(&C->o, C->rows, D, D, 1, dnnl_f32);
-    C->direct = P->source == ATTN__KV_ROWS && P->kv_dtype == (C->bf16 ? ATTN_BF16 : ATTN_F32);
+    int ok = attn__dnnl_md(&C->q, C->rows, D, 0, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
+             attn__dnnl_md(&C->o, C->rows, D, 0, dnnl_f32);
     for (int i = 0; ok && i < C->widths; i++)
-        ok = attn__dnnl_shape_init(C, &C->shape[i], P, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP);
+        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP, P->q_mul);
     for (int t = 0; ok && t < C->threads; t++) {
         attn__dnnl_scratch s;
         attn__dnnl_scratch_of(P, t, &s);
@@ -1515,16 +1475,6 @@ ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_p
         return ATTN__FAIL(ATTN_ERR_BACKEND);
     }
     return ATTN_OK;
-}
-
-/* Points a thread's direct K/V memories at the caller's rows from key k0 of (sequence, g). */
-ATTN__PRIVATE void attn__dnnl_bind_rows(attn__dnnl_thread *th, const attn__dnnl_kv_mems *km,
-                                        const attn__prefill_plan *P, int seq, int g, int64_t k0) {
-    const char *kp, *vp;
-    attn__kv_row_at(P, seq, g, k0, &kp, &vp);
-    if (dnnl_memory_set_data_handle_v2(km->k, (void *)kp, th->stream) != dnnl_success ||
-        dnnl_memory_set_data_handle_v2(km->v, (void *)vp, th->stream) != dnnl_success)
-        th->failed = 1;
 }
 
 /* c = a . b (+ c) on the thread's stream; an error is remembered, not printed. */
@@ -3486,16 +3436,14 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
     for (k0 = kbeg; k0 < kend; k0 += ATTN__DNNL_KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__DNNL_KEY_TILE, kend - k0);
         int wi = (n + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP - 1;  /* narrowest shape */
-        int width = (wi + 1) * ATTN__DNNL_KEY_STEP, via = C->direct && n == width;
-        const attn__dnnl_gemms *gm = &C->shape[wi].via[via];
+        const attn__dnnl_shape *sh = &C->shape[wi];
         const attn__dnnl_mems *mem = &sc.th->w[wi];
-        const attn__dnnl_kv_mems *km = &mem->via[via];
-        if (via) attn__dnnl_bind_rows(sc.th, km, P, seq, g, k0);
-        else ATTN__FN(attn__dnnl_pack_kv)(P, C->bf16, seq, g, k0, n, width, sc.k, sc.v);
-        attn__dnnl_gemm(sc.th, gm->qk, sc.th->q, km->k, mem->s, km->pad_qk);
+        int width = (wi + 1) * ATTN__DNNL_KEY_STEP;
+        ATTN__FN(attn__dnnl_pack_kv)(P, C->bf16, seq, g, k0, n, width, sc.k, sc.v);
+        attn__dnnl_gemm(sc.th, sh->qk, sc.th->q, mem->k, mem->s, mem->pad_qk);
         ATTN__FN(attn__dnnl_softmax_tile)(P, g, pmin, k0, n, width, rows, M, C->bf16, &sc);
         ATTN__FN(attn__dnnl_rescale)(sc.o, sc.a, rows, D);
-        attn__dnnl_gemm(sc.th, gm->pv, mem->p, km->v, sc.th->o, km->pad_pv);
+        attn__dnnl_gemm(sc.th, sh->pv, mem->p, mem->v, sc.th->o, mem->pad_pv);
     }
     for (r = 0; r < rows; r++) {
         int64_t pos = pmin + r / G;
