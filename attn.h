@@ -1187,7 +1187,7 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    two GEMMs of each key tile to oneDNN matmul primitives:
        S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
    M (rows) is fixed per call and a tile's key count is padded with zeros to the next multiple
-   of 16, so a call needs at most 8 shapes: it creates their primitives once (oneDNN's primitive
+   of 32, so a call needs at most 8 shapes: it creates their primitives once (oneDNN's primitive
    cache makes a repeated shape a cache hit) and, per thread, one stream and memory objects bound
    to that thread's scratch. A tile's shape depends only on its own key count, never on the batch. All of it is created after
    validation and destroyed before the call returns: no global state, nothing to leak.
@@ -1203,8 +1203,8 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
 #ifndef ATTN_USE_OPENMP
 #error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
 #endif
-#define ATTN__DNNL_KEY_TILE 128  /* keys per oneDNN tile: big enough to amortise a call */
-#define ATTN__DNNL_KEY_STEP 16   /* a tail tile is padded to a multiple of this */
+#define ATTN__DNNL_KEY_TILE 256  /* keys per oneDNN tile: big enough to amortise a call */
+#define ATTN__DNNL_KEY_STEP 32   /* a tail tile is padded to a multiple of this */
 #define ATTN__DNNL_WIDTHS (ATTN__DNNL_KEY_TILE / ATTN__DNNL_KEY_STEP)
 
 /* A thread's memory objects for tiles of one width (bound to its scratch buffers). */
@@ -1782,15 +1782,17 @@ ATTN__PRIVATE attn_status attn__offsets_check(const int32_t *cu, int n) {
 ATTN__PRIVATE int attn__tile_tokens(int G) { return ATTN__MAX(1, ATTN__QUERY_ROWS / G); }
 
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
-ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, int threads, int num_seqs,
+ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, const attn_exec *exec, int num_seqs,
                                              char *base, int64_t **item_start, char **scratch,
                                              size_t *scratch_bytes) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__tile_tokens(G) * G + ATTN__MAX_MR;
     int Dp = (D + ATTN__MAX_NR - 1) / ATTN__MAX_NR * ATTN__MAX_NR;
     size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
-#ifdef ATTN_USE_ONEDNN  /* either engine can run on this workspace */
-    per_thread = ATTN__MAX(per_thread, attn__align_up(attn__dnnl_scratch_layout(attn__tile_tokens(G) * G, D, NULL, NULL)));
+    int threads = attn_exec_threads(exec);
+#ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
+    if (exec && exec->gemm == ATTN_GEMM_ONEDNN)
+        per_thread = attn__align_up(attn__dnnl_scratch_layout(attn__tile_tokens(G) * G, D, NULL, NULL));
 #endif
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
@@ -1879,7 +1881,7 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     (void)cu_seqlens_q; (void)cu_seqlens_k;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
 }
 
 /* The part of every prefill plan that does not depend on where keys come from: workspace,
@@ -1891,10 +1893,10 @@ ATTN__PRIVATE attn_status attn__prefill_plan_rows_out(attn__prefill_plan *P, con
                                                       int64_t *items) {
     int64_t *item_start = NULL;
     int H = params->num_heads, D = params->head_size;
-    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    size_t need = attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
+    attn__prefill_ws_layout(params, exec, num_seqs, ws, &item_start, &P->scratch,
                             &P->scratch_bytes);
     P->item_start = item_start;
     *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
@@ -2583,7 +2585,7 @@ ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, cons
     (void)query_start_loc; (void)seq_lens;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
 }
 
 /* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
@@ -2766,9 +2768,13 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
 }
 
 /* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function. */
-ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f, int threads,
-                                      size_t *decode_at) {
-    size_t pre = attn__prefill_ws_layout(&L->params, threads, f->prefills, NULL, NULL, NULL, NULL);
+ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f,
+                                      const attn_exec *exec, size_t *decode_at) {
+    attn_exec ex;  /* an IPEX layer's prefills run on oneDNN */
+    int threads = attn_exec_threads(exec);
+    if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
+    if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
+    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, NULL, NULL, NULL, NULL);
     size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
     *decode_at = attn__align_up(pre);
     return *decode_at + dec;
@@ -2787,7 +2793,7 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
-    return attn__forward_ws(layer, &f, attn_exec_threads(exec), &at);
+    return attn__forward_ws(layer, &f, exec, &at);
 }
 
 typedef struct attn__forward_run {
@@ -2823,7 +2829,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__TRY(attn__exec_resolve(&ex, &kern));
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
-    size_t need = attn__forward_ws(layer, &f, attn_exec_threads(&ex), &decode_at);
+    size_t need = attn__forward_ws(layer, &f, &ex, &decode_at);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     if (f.paged_prefill)
         ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
