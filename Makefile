@@ -16,10 +16,15 @@ FLAGS_openmp   := $(OPT) -fopenmp
 FLAGS_nosimd   := $(OPT) -DATTN_NO_SIMD
 FLAGS_sanitize := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
+# The oneDNN engine (ATTN_USE_ONEDNN): built and tested whenever oneDNN's header is installed
+# (CI installs libdnnl-dev, so CI always runs it); ATTN_ONEDNN=0 or 1 overrides the detection.
+ATTN_ONEDNN ?= $(shell printf '\043include <oneapi/dnnl/dnnl.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
 ifeq ($(ATTN_ONEDNN),1)
-CONFIGS += onednn
+CONFIGS += onednn onednn_sanitize
 FLAGS_onednn := $(OPT) -fopenmp -DATTN_USE_ONEDNN
 LIBS_onednn  := -ldnnl
+FLAGS_onednn_sanitize := $(FLAGS_sanitize) -fopenmp -DATTN_USE_ONEDNN
+LIBS_onednn_sanitize  := -ldnnl
 endif
 
 # The NEON pass, cross-built for aarch64 and run under qemu-user, when both tools are on PATH
@@ -43,7 +48,7 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test sanitize bench examples clean compile-checks
+.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -70,6 +75,9 @@ compile-checks: | $(B)
 
 # Runs every configuration (and the examples), prints each one's results and, last, the sum.
 test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST)
+ifneq ($(ATTN_ONEDNN),1)
+	@echo "=== configurations onednn, onednn_sanitize: SKIPPED (no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev)"
+endif
 	@QEMU_AARCH64="$(if $(NEON_TEST),$(QEMU_AARCH64))" sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
 
 sanitize: $(B)/test_sanitize
@@ -80,6 +88,11 @@ $(B)/attn_bench: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra $(BENCH_FLAGS) -I. $< -o $@ $(LDLIBS) $(BENCH_LIBS)
 bench: $(B)/attn_bench
 	./$(B)/attn_bench
+
+# The bench with both GEMM engines (--gemm native|onednn).
+$(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)
+	$(CC) -std=c99 -Wall -Wextra -O3 -fopenmp -DATTN_USE_ONEDNN -I. $< -o $@ $(LDLIBS) -ldnnl
+bench-onednn: $(B)/attn_bench_onednn
 
 clean:
 	rm -rf $(B)

@@ -22,7 +22,7 @@
        ATTN_NO_RUNTIME_DISPATCH  off            compile only the ISAs the compiler flags enable
        ATTN_USE_OPENMP           on if _OPENMP  run work items on OpenMP threads
        ATTN_NO_OPENMP            off            never use OpenMP, even with -fopenmp
-       ATTN_USE_ONEDNN           off            route prefill GEMMs through oneDNN (-ldnnl)
+       ATTN_USE_ONEDNN           off            prefill GEMMs on oneDNN when asked (-ldnnl, see ONEDNN)
        ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
@@ -105,10 +105,20 @@
        probabilities are rounded to bf16 (RNE) for P.V, so each weight carries a relative error
        of at most 2^-9 - below the bf16 output's own rounding - while the denominator and lse
        use the unrounded f32 values. exec.f32_probs = 1 keeps such calls on the f32 kernels.
+   ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
+       exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
+       (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
+       bf16 operands with f32 accumulation when q and k/v are bf16 and oneDNN has a bf16 kernel
+       for the CPU. Masks, biases and the online softmax stay ours: same semantics, results within
+       f32 rounding of the native engine. Decode always runs natively (it streams memory; there
+       is no GEMM to win). oneDNN objects live for one call (nothing global, nothing leaks); a
+       oneDNN failure returns ATTN_ERR_BACKEND. oneDNN runs each GEMM on the calling thread only
+       (never nested in our threads, never oversubscribing), so determinism holds as below. Use
+       one OpenMP runtime: libdnnl's libgomp (gcc), or clang's libomp, which serves its calls too.
    DETERMINISM
-       For one build and ISA, outputs are bitwise identical for any thread count, any caller pool
-       and any batch composition (a sequence's result does not depend on its neighbours), and
-       paged decode v1 == v2 bitwise.
+       For one build, ISA and GEMM engine, outputs are bitwise identical for any thread count,
+       any caller pool and any batch composition (a sequence's result does not depend on its
+       neighbours), and paged decode v1 == v2 bitwise. The two engines agree to f32 rounding.
    ERRORS
        Every fallible function returns attn_status. Bad input returns a code and writes nothing
        (outputs, caches and pools are untouched). The library never prints, aborts or exits.
@@ -1090,6 +1100,7 @@ typedef struct attn__prefill_plan {
     /* work items */
     const int64_t *item_start;   /* [num_seqs+1] first item of each sequence */
     char *scratch; size_t scratch_bytes;  /* per thread */
+    const void *dnnl;            /* attn__dnnl_call when the GEMMs run on oneDNN, else NULL */
 } attn__prefill_plan;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
@@ -1211,6 +1222,321 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
 }
 
+#ifdef ATTN_USE_ONEDNN
+/* ---------------------------------------------------------------------------------------------
+   [H] GEMM shim: oneDNN (ATTN_GEMM_ONEDNN, ATTN_BACKEND_IPEX). The oneDNN prefill item
+   (attn__prefill_item_dnnl, in the kernel pass) keeps our masks and online softmax and sends the
+   two GEMMs of each key tile to oneDNN matmul primitives:
+       S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
+   M (rows) is fixed per call and a tile's key count is padded with zeros to the next multiple
+   of 32, so a call needs at most 8 shapes: it creates their primitives once (oneDNN's primitive
+   cache makes a repeated shape a cache hit) and, per thread, one stream and memory objects bound
+   to that thread's scratch. A tile's shape depends only on its own key count, never on the batch. All of it is created after
+   validation and destroyed before the call returns: no global state, nothing to leak.
+   Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
+   inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
+   driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
+   So oneDNN never oversubscribes the cores, and an item's arithmetic depends only on the item:
+   bitwise identical results for any thread count, as with the native kernels.
+   bf16: when queries and keys/values are bf16 (scale 1) and oneDNN has a non-reference bf16
+   matmul for this CPU, the GEMMs take bf16 operands as they are (the scale is applied to the
+   f32 scores by the primitive) and accumulate in f32; P is rounded to bf16 for P.V. Otherwise
+   (f32/f16/fp8 inputs, or no bf16 hardware path) operands are widened to f32. */
+#ifndef ATTN_USE_OPENMP
+#error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
+#endif
+#define ATTN__DNNL_KEY_TILE 256  /* keys per oneDNN tile: big enough to amortise a call */
+#define ATTN__DNNL_KEY_STEP 32   /* a tail tile is padded to a multiple of this */
+#define ATTN__DNNL_WIDTHS (ATTN__DNNL_KEY_TILE / ATTN__DNNL_KEY_STEP)
+
+/* A thread's memory objects for tiles of one width (bound to its scratch buffers). */
+typedef struct attn__dnnl_mems {
+    dnnl_memory_t k, s, p, v;          /* p: the probabilities P.V reads (s itself in f32 mode) */
+    dnnl_memory_t pad_qk, pad_pv;      /* the primitives' scratchpads (NULL when none) */
+} attn__dnnl_mems;
+
+/* A thread's oneDNN objects, kept in its scratch slice. */
+typedef struct attn__dnnl_thread {
+    dnnl_stream_t stream;
+    dnnl_memory_t q, o;
+    attn__dnnl_mems w[ATTN__DNNL_WIDTHS];  /* [i]: tiles of (i + 1) * KEY_STEP keys */
+    int failed;                        /* a GEMM of this thread returned an error */
+} attn__dnnl_thread;
+
+/* A thread's oneDNN tile buffers. Scores, probabilities and outputs keep query rows in lanes,
+   as the native kernels do ([keys][M], [D][M]: oneDNN writes them through transposed
+   descriptors), so both engines share the masks, the online softmax and the epilogue. */
+typedef struct attn__dnnl_scratch {
+    float *q;          /* [M][D] packed queries (f32 pre-scaled, or bf16); rows past the item's are 0 */
+    float *k, *v;      /* [KT][D] key and value rows (f32 or bf16); rows past the tile's are 0 */
+    float *s;          /* [KT][M] scores, then probabilities */
+    uint16_t *pb;      /* [KT][M] bf16 probabilities (bf16 mode) */
+    float *o;          /* [Dp][M] running outputs */
+    float *m, *l, *a, *rel, *slope;  /* [M] per-row state, as in attn__prefill_scratch */
+    float *row;        /* [Dp] one output row */
+    attn__dnnl_thread *th;
+} attn__dnnl_scratch;
+
+/* The two GEMMs of a tile of one width. */
+typedef struct attn__dnnl_shape {
+    dnnl_primitive_t qk, pv;
+    dnnl_memory_desc_t k, s, p, v, pad_qk, pad_pv;
+} attn__dnnl_shape;
+
+/* One call's primitives: rows M = the plan's padded rows per item; widths: shapes in use. */
+typedef struct attn__dnnl_call {
+    dnnl_engine_t engine;
+    dnnl_memory_desc_t q, o;
+    attn__dnnl_shape shape[ATTN__DNNL_WIDTHS];
+    int rows, widths, threads;
+    int bf16;          /* operands in bf16 (see [H]) */
+} attn__dnnl_call;
+
+ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, int Dp, char *base,
+                                               attn__dnnl_scratch *s) {
+    char *c = base;
+    size_t kv = (size_t)ATTN__DNNL_KEY_TILE * D, f = sizeof(float), rc = (size_t)rows;
+    attn__dnnl_scratch t;
+    t.q = (float *)attn__carve(&c, f * rc * D);
+    t.k = (float *)attn__carve(&c, f * kv);
+    t.v = (float *)attn__carve(&c, f * kv);
+    t.s = (float *)attn__carve(&c, f * rc * ATTN__DNNL_KEY_TILE);
+    t.pb = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * rc * ATTN__DNNL_KEY_TILE);
+    t.o = (float *)attn__carve(&c, f * rc * Dp);
+    t.m = (float *)attn__carve(&c, f * rc);
+    t.l = (float *)attn__carve(&c, f * rc);
+    t.a = (float *)attn__carve(&c, f * rc);
+    t.rel = (float *)attn__carve(&c, f * rc);
+    t.slope = (float *)attn__carve(&c, f * rc);
+    t.row = (float *)attn__carve(&c, f * (size_t)Dp);
+    t.th = (attn__dnnl_thread *)attn__carve(&c, sizeof(attn__dnnl_thread));
+    if (s) *s = t;
+    return (size_t)(c - base);
+}
+
+ATTN__PRIVATE void attn__dnnl_scratch_of(const attn__prefill_plan *P, int thread, attn__dnnl_scratch *s) {
+    const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
+    attn__dnnl_scratch_layout(C->rows, P->D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, s);
+}
+
+/* The native kernels' view of a oneDNN scratch: what the shared softmax and epilogue read. */
+ATTN__PRIVATE attn__prefill_scratch attn__dnnl_lanes(const attn__dnnl_scratch *d) {
+    attn__prefill_scratch v;
+    memset(&v, 0, sizeof v);
+    v.s = d->s; v.ot = d->o; v.m = d->m; v.l = d->l; v.a = d->a;
+    v.rel = d->rel; v.slope = d->slope; v.row = d->row;
+    return v;
+}
+
+/* Matrix rows x cols, row-major, or (transposed) stored as cols rows of `rows` elements. */
+ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int transposed,
+                                dnnl_data_type_t dt) {
+    dnnl_dims_t dims, strides;
+    dims[0] = rows; dims[1] = cols;
+    strides[0] = transposed ? 1 : cols;
+    strides[1] = transposed ? rows : 1;
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success;
+}
+
+/* oneDNN's reference implementations are slow loops: bf16 falls back to f32 rather than use them. */
+ATTN__PRIVATE int attn__dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&impl) != dnnl_success) return 1;
+    return impl == NULL || strncmp(impl, "ref", 3) == 0;
+}
+
+/* C = scale * A . B (+ C when accumulate) as a primitive with a user-managed scratchpad. */
+ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t *a,
+                                    const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                                    float scale, int accumulate, dnnl_primitive_t *prim,
+                                    dnnl_memory_desc_t *pad) {
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const dnnl_memory_desc_t *pad_md = NULL;
+    int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && scale != 1.0f)
+        ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success;
+    if (ok && accumulate)
+        ok = dnnl_post_ops_create(&ops) == dnnl_success &&
+             dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, C->engine, NULL) == dnnl_success;
+    ok = ok && !(C->bf16 && attn__dnnl_is_reference(pd));
+    if (ok) pad_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    ok = ok && pad_md != NULL && dnnl_primitive_create(prim, pd) == dnnl_success;
+    if (ok) *pad = *pad_md;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (ops) dnnl_post_ops_destroy(ops);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+/* oneDNN runs on the calling thread alone (see [H]). Returns the thread count to restore. */
+ATTN__PRIVATE int attn__dnnl_solo_begin(void) {
+    int n = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (n > 1) omp_set_num_threads(1);
+    return n;
+}
+ATTN__PRIVATE void attn__dnnl_solo_end(int n) {
+    if (n > 1) omp_set_num_threads(n);
+}
+
+ATTN__PRIVATE int attn__dnnl_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md,
+                                    dnnl_engine_t engine, void *data) {
+    return dnnl_memory_create(mem, md, engine, data) == dnnl_success;
+}
+
+/* A scratchpad memory when the primitive needs one. */
+ATTN__PRIVATE int attn__dnnl_pad(dnnl_memory_t *mem, const dnnl_memory_desc_t *md, dnnl_engine_t e) {
+    return dnnl_memory_desc_get_size(md) == 0 || attn__dnnl_memory(mem, md, e, DNNL_MEMORY_ALLOCATE);
+}
+
+/* A thread's stream and memory objects for every width in use. */
+ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_scratch *s) {
+    attn__dnnl_thread *th = s->th;
+    dnnl_engine_t e = C->engine;
+    int ok = dnnl_stream_create(&th->stream, e, dnnl_stream_default_flags) == dnnl_success &&
+             attn__dnnl_memory(&th->q, &C->q, e, s->q) && attn__dnnl_memory(&th->o, &C->o, e, s->o);
+    for (int i = 0; ok && i < C->widths; i++) {
+        const attn__dnnl_shape *sh = &C->shape[i];
+        attn__dnnl_mems *m = &th->w[i];
+        ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) && attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
+             attn__dnnl_memory(&m->p, &sh->p, e, C->bf16 ? (void *)s->pb : (void *)s->s) &&
+             attn__dnnl_memory(&m->v, &sh->v, e, s->v) && attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
+             attn__dnnl_pad(&m->pad_pv, &sh->pad_pv, e);
+    }
+    return ok;
+}
+
+ATTN__PRIVATE void attn__dnnl_free_memory(dnnl_memory_t m) {
+    if (m) dnnl_memory_destroy(m);
+}
+
+ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
+    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
+        attn__dnnl_mems *m = &th->w[i];
+        attn__dnnl_free_memory(m->k); attn__dnnl_free_memory(m->s); attn__dnnl_free_memory(m->p);
+        attn__dnnl_free_memory(m->v);
+        attn__dnnl_free_memory(m->pad_qk); attn__dnnl_free_memory(m->pad_pv);
+    }
+    attn__dnnl_free_memory(th->q); attn__dnnl_free_memory(th->o);
+    if (th->stream) dnnl_stream_destroy(th->stream);
+    memset(th, 0, sizeof *th);
+}
+
+/* Destroys the primitives and per-thread objects (not the engine); returns whether a GEMM failed. */
+ATTN__PRIVATE int attn__dnnl_free_objects(attn__dnnl_call *C, const attn__prefill_plan *P) {
+    int failed = 0;
+    for (int t = 0; t < C->threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        failed |= s.th->failed;
+        attn__dnnl_thread_free(s.th);
+    }
+    for (int i = 0; i < ATTN__DNNL_WIDTHS; i++) {
+        if (C->shape[i].qk) dnnl_primitive_destroy(C->shape[i].qk);
+        if (C->shape[i].pv) dnnl_primitive_destroy(C->shape[i].pv);
+        C->shape[i].qk = C->shape[i].pv = NULL;
+    }
+    return failed;
+}
+
+/* Destroys what attn__dnnl_acquire created; ATTN_ERR_BACKEND when a GEMM failed meanwhile. */
+ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_plan *P) {
+    int failed = attn__dnnl_free_objects(C, P);
+    if (C->engine) dnnl_engine_destroy(C->engine);
+    C->engine = NULL;
+    P->dnnl = NULL;
+    return failed ? ATTN__FAIL(ATTN_ERR_BACKEND) : ATTN_OK;
+}
+
+/* The primitives of tiles `width` keys wide; bf16 mode scales the scores in the GEMM. */
+ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh, int64_t D,
+                                        int64_t width, float q_mul) {
+    dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
+    return attn__dnnl_md(&sh->k, D, width, 1, dt) && attn__dnnl_md(&sh->s, C->rows, width, 1, dnnl_f32) &&
+           attn__dnnl_md(&sh->p, C->rows, width, 1, dt) && attn__dnnl_md(&sh->v, width, D, 0, dt) &&
+           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->p, &sh->v, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
+}
+
+/* Every primitive and per-thread object of the call, in C->bf16's mode. */
+ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan *P) {
+    int64_t D = P->D;
+    int ok = attn__dnnl_md(&C->q, C->rows, D, 0, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
+             attn__dnnl_md(&C->o, C->rows, D, 1, dnnl_f32);
+    for (int i = 0; ok && i < C->widths; i++)
+        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP, P->q_mul);
+    for (int t = 0; ok && t < C->threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        ok = attn__dnnl_thread_init(C, &s);
+    }
+    return ok;
+}
+
+/* The most keys any sequence of the plan has (the widest tile a call can need). */
+ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
+    int64_t most = 0;
+    for (int s = 0; s < P->num_seqs; s++) {
+        int64_t lk = P->source == ATTN__KV_ROWS ? P->k_start[s + 1] - P->k_start[s] : P->seq_lens[s];
+        most = ATTN__MAX(most, lk);
+    }
+    return most;
+}
+
+/* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
+ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, int threads) {
+    int64_t tiles = (attn__prefill_max_keys(P) + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP;
+    int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
+    memset(C, 0, sizeof *C);
+    C->rows = P->rows_cap; C->threads = threads;
+    C->widths = (int)ATTN__MIN((int64_t)ATTN__DNNL_WIDTHS, ATTN__MAX(tiles, (int64_t)1));
+    C->bf16 = P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->k_scale == 1.0f &&
+              P->v_scale == 1.0f;
+    P->dnnl = C;
+    for (t = 0; t < threads; t++) {
+        attn__dnnl_scratch s;
+        attn__dnnl_scratch_of(P, t, &s);
+        memset(s.th, 0, sizeof *s.th);
+    }
+    ok = dnnl_engine_create(&C->engine, dnnl_cpu, 0) == dnnl_success && attn__dnnl_build(C, P);
+    if (!ok && C->engine && C->bf16) {  /* no bf16 hardware path: widen to f32 */
+        attn__dnnl_free_objects(C, P);
+        C->bf16 = 0;
+        ok = attn__dnnl_build(C, P);
+    }
+    attn__dnnl_solo_end(solo);
+    if (!ok) {
+        attn__dnnl_release(C, P);
+        return ATTN__FAIL(ATTN_ERR_BACKEND);
+    }
+    return ATTN_OK;
+}
+
+/* c = a . b (+ c) on the thread's stream; an error is remembered, not printed. */
+ATTN__PRIVATE void attn__dnnl_gemm(attn__dnnl_thread *th, dnnl_primitive_t prim, dnnl_memory_t a,
+                                   dnnl_memory_t b, dnnl_memory_t c, dnnl_memory_t pad) {
+    dnnl_exec_arg_t args[4];
+    int solo = attn__dnnl_solo_begin();
+    args[0].arg = DNNL_ARG_SRC; args[0].memory = a;
+    args[1].arg = DNNL_ARG_WEIGHTS; args[1].memory = b;
+    args[2].arg = DNNL_ARG_DST; args[2].memory = c;
+    args[3].arg = DNNL_ARG_SCRATCHPAD; args[3].memory = pad;
+    if (dnnl_primitive_execute(prim, th->stream, pad ? 4 : 3, args) != dnnl_success ||
+        dnnl_stream_wait(th->stream) != dnnl_success)
+        th->failed = 1;
+    attn__dnnl_solo_end(solo);
+}
+typedef attn__dnnl_call attn__gemm_call;
+#else
+typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs need no state */
+#endif /* ATTN_USE_ONEDNN */
+
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
@@ -1222,6 +1548,9 @@ typedef struct attn__kernels {
     /* one decode partition's partial results; then the ordered merge of a sequence's partials */
     void (*decode_partition)(const attn__decode_plan *plan, int seq, int g, int part, int thread);
     void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
+#ifdef ATTN_USE_ONEDNN
+    void (*prefill_item_dnnl)(const attn__prefill_plan *plan, int item, int thread);  /* [H] */
+#endif
 } attn__kernels;
 
 #define ATTN__ISA_SCALAR_PASS 1
@@ -1498,13 +1827,18 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
 }
 
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
-ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, int threads, int num_seqs,
+ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, const attn_exec *exec, int num_seqs,
                                              char *base, int64_t **item_start, char **scratch,
                                              size_t *scratch_bytes) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
     int Dp = (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
     size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
+    int threads = attn_exec_threads(exec);
+#ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
+    if (exec && exec->gemm == ATTN_GEMM_ONEDNN)
+        per_thread = attn__align_up(attn__dnnl_scratch_layout(rows_cap, D, Dp, NULL, NULL));
+#endif
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
         char *aligned = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
@@ -1547,9 +1881,50 @@ ATTN__PRIVATE void attn__prefill_plan_pairs(attn__prefill_plan *P, const attn_ex
 }
 
 typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
+/* One prefill item on the plan's GEMM engine. */
+ATTN__PRIVATE void attn__prefill_item_on(const attn__kernels *k, const attn__prefill_plan *P,
+                                         int item, int thread) {
+#ifdef ATTN_USE_ONEDNN
+    if (P->dnnl) { k->prefill_item_dnnl(P, item, thread); return; }
+#endif
+    k->prefill_item(P, item, thread);
+}
 ATTN__PRIVATE void attn__prefill_task(void *ctx, int item, int thread) {
     const attn__prefill_run *run = (const attn__prefill_run *)ctx;
-    run->k->prefill_item(run->plan, item, thread);
+    attn__prefill_item_on(run->k, run->plan, item, thread);
+}
+
+/* Sets up the GEMM engine exec asks for (oneDNN: after validation, before anything is
+   written). The returned status says whether the items can run. */
+ATTN__PRIVATE attn_status attn__gemm_begin(const attn_exec *exec, attn__prefill_plan *P,
+                                           int64_t items, attn__gemm_call *call) {
+#ifdef ATTN_USE_ONEDNN
+    if (exec && exec->gemm == ATTN_GEMM_ONEDNN && items > 0)
+        return attn__dnnl_acquire(call, P, attn_exec_threads(exec));
+#else
+    (void)exec; (void)items; (void)call;
+#endif
+    P->dnnl = NULL;
+    return ATTN_OK;
+}
+ATTN__PRIVATE attn_status attn__gemm_end(attn__prefill_plan *P, attn__gemm_call *call) {
+#ifdef ATTN_USE_ONEDNN
+    if (P->dnnl) return attn__dnnl_release(call, P);
+#else
+    (void)P; (void)call;
+#endif
+    return ATTN_OK;
+}
+
+/* Runs every item of a prefill plan on the engine exec asks for. */
+ATTN__PRIVATE attn_status attn__prefill_execute(const attn_exec *exec, attn__prefill_plan *P,
+                                                const attn__kernels *k, int64_t items) {
+    attn__prefill_run run;
+    attn__gemm_call call;
+    ATTN__TRY(attn__gemm_begin(exec, P, items, &call));
+    run.plan = P; run.k = k;
+    attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    return attn__gemm_end(P, &call);
 }
 
 ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -1558,7 +1933,7 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     (void)cu_seqlens_q; (void)cu_seqlens_k;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
 }
 
 /* The part of every prefill plan that does not depend on where keys come from: workspace,
@@ -1570,10 +1945,10 @@ ATTN__PRIVATE attn_status attn__prefill_plan_rows_out(attn__prefill_plan *P, con
                                                       int64_t *items) {
     int64_t *item_start = NULL;
     int H = params->num_heads, D = params->head_size;
-    size_t need = attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    size_t need = attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, ws, &item_start, &P->scratch,
+    attn__prefill_ws_layout(params, exec, num_seqs, ws, &item_start, &P->scratch,
                             &P->scratch_bytes);
     P->item_start = item_start;
     *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
@@ -1618,15 +1993,12 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
                               int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes) {
     const attn__kernels *kern;
     attn__prefill_plan P;
-    attn__prefill_run run;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
                               causal, lse, (char *)ws, ws_bytes, &items));
-    run.plan = &P; run.k = kern;
-    attn__run_items(exec, (int)items, attn__prefill_task, &run);
-    return ATTN_OK;
+    return attn__prefill_execute(exec, &P, kern, items);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2266,7 +2638,7 @@ ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, cons
     (void)query_start_loc; (void)seq_lens;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    return attn__prefill_ws_layout(params, attn_exec_threads(exec), num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
 }
 
 /* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
@@ -2302,16 +2674,13 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
                                        size_t ws_bytes) {
     const attn__kernels *kern;
     attn__prefill_plan P;
-    attn__prefill_run run;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__paged_prefill_plan(&P, params, exec, q, out, cache, block_tables,
                                        max_blocks_per_seq, query_start_loc, seq_lens, num_seqs,
                                        causal, lse, (char *)ws, ws_bytes, &items));
-    run.plan = &P; run.k = kern;
-    attn__run_items(exec, (int)items, attn__prefill_task, &run);
-    return ATTN_OK;
+    return attn__prefill_execute(exec, &P, kern, items);
 }
 
 ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_size,
@@ -2453,9 +2822,13 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
 }
 
 /* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function. */
-ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f, int threads,
-                                      size_t *decode_at) {
-    size_t pre = attn__prefill_ws_layout(&L->params, threads, f->prefills, NULL, NULL, NULL, NULL);
+ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f,
+                                      const attn_exec *exec, size_t *decode_at) {
+    attn_exec ex;  /* an IPEX layer's prefills run on oneDNN */
+    int threads = attn_exec_threads(exec);
+    if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
+    if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
+    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, NULL, NULL, NULL, NULL);
     size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
     *decode_at = attn__align_up(pre);
     return *decode_at + dec;
@@ -2474,7 +2847,7 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
-    return attn__forward_ws(layer, &f, attn_exec_threads(exec), &at);
+    return attn__forward_ws(layer, &f, exec, &at);
 }
 
 typedef struct attn__forward_run {
@@ -2486,7 +2859,7 @@ typedef struct attn__forward_run {
 /* Items [0, prefill_items) are prefill tiles, the rest (sequence, KV head) decodes. */
 ATTN__PRIVATE void attn__forward_task(void *ctx, int item, int thread) {
     const attn__forward_run *run = (const attn__forward_run *)ctx;
-    if (item < run->prefill_items) run->k->prefill_item(run->prefill, item, thread);
+    if (item < run->prefill_items) attn__prefill_item_on(run->k, run->prefill, item, thread);
     else attn__decode_v1_task((void *)run->decode, item - run->prefill_items, thread);
 }
 
@@ -2500,6 +2873,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     attn__decode_plan dec;
     attn__decode_run drun;
     attn__forward_run run;
+    attn__gemm_call call;
     attn_exec ex;
     int64_t pre_items = 0;
     size_t decode_at;
@@ -2509,7 +2883,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__TRY(attn__exec_resolve(&ex, &kern));
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
-    size_t need = attn__forward_ws(layer, &f, attn_exec_threads(&ex), &decode_at);
+    size_t need = attn__forward_ws(layer, &f, &ex, &decode_at);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     if (f.paged_prefill)
         ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
@@ -2530,12 +2904,15 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                                           ws_bytes - decode_at));
     }
     ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    if (f.slots)  /* validates every slot before writing any */
-        ATTN__TRY(attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex));
+    ATTN__TRY(attn__gemm_begin(&ex, &pre, pre_items, &call));  /* before any write */
+    if (f.slots) {  /* validates every slot before writing any */
+        attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
+        if (st != ATTN_OK) { attn__gemm_end(&pre, &call); return st; }
+    }
     drun.plan = &dec; drun.k = kern;
     run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
     attn__run_items(&ex, (int)pre_items + f.decodes * p->num_kv_heads, attn__forward_task, &run);
-    return ATTN_OK;
+    return attn__gemm_end(&pre, &call);
 }
 
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */
@@ -3105,9 +3482,25 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     ATTN__VSTORE(sc->m + r0, m_new);
 }
 
-/* Loads an item's query rows (row r = token r / G, head g*G + r % G) transposed - as f32
-   pre-scaled, or as unscaled bf16 pairs of dims for the pair kernels - and sets up the per-row
-   state; padding rows are zero queries that no output reads. */
+/* Sets up an item's per-row state (row r = token r / G, head g*G + r % G) for rows_pad rows and
+   zeroes its outputs; padding rows start empty and are never written out. */
+ATTN__PRIVATE void ATTN__FN(attn__init_rows)(const attn__prefill_plan *P, int g, int rows,
+                                             int rows_pad, const attn__prefill_scratch *sc) {
+    int G = P->G, rs = P->rows_cap, r, d;
+    for (r = 0; r < rows_pad; r++) {
+        int h = g * G + r % G, real = r < rows;
+        sc->m[r] = real && P->sinks ? P->sinks[h] : -INFINITY;
+        sc->l[r] = real && P->sinks ? 1.0f : 0.0f;
+        sc->slope[r] = real && P->slopes ? P->slopes[h] : 0.0f;
+        sc->rel[r] = (float)(r / G);
+        sc->a[r] = 1.0f;
+    }
+    for (d = 0; d < P->Dp; d++)
+        for (r = 0; r < rows_pad; r++) sc->ot[(size_t)d * rs + r] = 0.0f;
+}
+
+/* Loads an item's query rows transposed - as f32 pre-scaled, or as unscaled bf16 pairs of dims
+   for the pair kernels; padding rows are zero queries. */
 ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int g, int64_t t0,
                                                 int rows, int rows_pad, int pairs,
                                                 const attn__prefill_scratch *sc) {
@@ -3125,16 +3518,9 @@ ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int
             if (real) ATTN__FN(attn__to_f32)(sc->row, src, P->q_dtype, D, P->q_mul);
             for (d = 0; d < D; d++) sc->qt[(size_t)d * rs + r] = real ? sc->row[d] : 0.0f;
         }
-        sc->m[r] = real && P->sinks ? P->sinks[h] : -INFINITY;
-        sc->l[r] = real && P->sinks ? 1.0f : 0.0f;
-        sc->slope[r] = real && P->slopes ? P->slopes[h] : 0.0f;
-        sc->rel[r] = (float)(r / G);
-        sc->a[r] = 1.0f;
     }
-    for (d = 0; d < P->Dp; d++) {
-        sc->zero[d] = 0.0f;
-        for (r = 0; r < rows_pad; r++) sc->ot[(size_t)d * rs + r] = 0.0f;
-    }
+    for (d = 0; d < P->Dp; d++) sc->zero[d] = 0.0f;
+    ATTN__FN(attn__init_rows)(P, g, rows, rows_pad, sc);
 }
 
 /* Writes an item's finished rows: out = O / l (0 when no key is visible), lse = m + log(l).
@@ -3239,6 +3625,105 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     }
     ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }
+
+#ifdef ATTN_USE_ONEDNN
+/* ---- prefill with oneDNN GEMMs ([H]): the same items, masks and online softmax ------------- */
+
+/* Keys and values [k0, k0+n) of (sequence, KV head g) as rows [width][D], f32 or (bf16 mode)
+   bf16 copied as they are; rows >= n are 0. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int bf16, int seq,
+                                                int g, int64_t k0, int n, int width,
+                                                float *ATTN_RESTRICT k, float *ATTN_RESTRICT v) {
+    size_t D = (size_t)P->D, esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    char *kb = (char *)k, *vb = (char *)v;
+    for (int c = 0; c < n; c++) {
+        const char *kp, *vp;
+        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
+        if (bf16) {
+            memcpy(kb + c * D * esz, kp, D * esz);
+            memcpy(vb + c * D * esz, vp, D * esz);
+        } else {
+            ATTN__FN(attn__to_f32)(k + c * D, kp, P->kv_dtype, P->D, P->k_scale);
+            ATTN__FN(attn__to_f32)(v + c * D, vp, P->kv_dtype, P->D, P->v_scale);
+        }
+    }
+    memset(kb + n * D * esz, 0, (size_t)(width - n) * D * esz);
+    memset(vb + n * D * esz, 0, (size_t)(width - n) * D * esz);
+}
+
+/* The item's queries: f32 pre-scaled, or (bf16 mode) bf16 as they are; rows >= rows are 0. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_q)(const attn__prefill_plan *P, int bf16, int64_t t0,
+                                               int g, int rows, int M, float *ATTN_RESTRICT q) {
+    int G = P->G, D = P->D;
+    size_t qsz = attn_dtype_size(P->q_dtype), esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (int r = 0; r < rows; r++) {
+        int64_t t = t0 + r / G;
+        const char *src = P->q + (size_t)(t * P->q_stride + (int64_t)(g * G + r % G) * D) * qsz;
+        if (bf16) memcpy((char *)q + (size_t)r * D * esz, src, (size_t)D * esz);
+        else ATTN__FN(attn__to_f32)(q + (size_t)r * D, src, P->q_dtype, D, P->q_mul);
+    }
+    memset((char *)q + (size_t)rows * D * esz, 0, (size_t)(M - rows) * D * esz);
+}
+
+/* After the shared softmax: scores of the padding keys [n, width) become 0 probabilities (the
+   zero-padded V then adds nothing, even if a padded score was not finite), bf16 mode rounds P
+   for its GEMM, and the outputs take the rows' rescale factors before P.V accumulates. */
+ATTN__PRIVATE void ATTN__FN(attn__dnnl_between)(const attn__prefill_plan *P, int n, int width,
+                                                int bf16, int rows_pad, const attn__dnnl_scratch *sc) {
+    int rs = P->rows_cap, c, d, r;
+    memset(sc->s + (size_t)n * rs, 0, sizeof(float) * (size_t)(width - n) * rs);
+    if (bf16)
+        for (c = 0; c < width; c++)
+            ATTN__FN(attn__from_f32)(sc->pb + (size_t)c * rs, ATTN_BF16, sc->s + (size_t)c * rs, rs);
+    for (d = 0; d < P->D; d++)
+        for (r = 0; r < rows_pad; r += ATTN__L) {
+            float *o = sc->o + (size_t)d * rs + r;
+            ATTN__VSTORE(o, ATTN__VMUL(ATTN__VLOAD(o), ATTN__VLOAD(sc->a + r)));
+        }
+}
+
+/* One work item (the same split as attn__prefill_item): queries packed once, then per key tile
+   S = Q.K^T on oneDNN, the shared masks + online softmax, O = alpha O + P.V on oneDNN, and the
+   shared epilogue. */
+ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P, int item, int thread) {
+    const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
+    attn__dnnl_scratch dn;
+    attn__prefill_scratch sc;
+    int seq = attn__find_seq(P->item_start, P->num_seqs, item);
+    int TT = P->tile_tokens, rs = P->rows_cap, rb;
+    int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
+    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
+    int g = (int)(local / tiles);
+    int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
+    int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * P->G;
+    int rows_pad = (rows + ATTN__L - 1) / ATTN__L * ATTN__L;
+    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg = 0, kend = Lk;
+
+    attn__dnnl_scratch_of(P, thread, &dn);
+    sc = attn__dnnl_lanes(&dn);
+    ATTN__FN(attn__dnnl_pack_q)(P, C->bf16, qs + i0, g, rows, rs, dn.q);
+    ATTN__FN(attn__init_rows)(P, g, rows, rs, &sc);
+    if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
+    if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
+    for (k0 = kbeg; k0 < kend; k0 += ATTN__DNNL_KEY_TILE) {
+        int n = (int)ATTN__MIN((int64_t)ATTN__DNNL_KEY_TILE, kend - k0);
+        int wi = (n + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP - 1;  /* narrowest shape */
+        const attn__dnnl_shape *sh = &C->shape[wi];
+        const attn__dnnl_mems *mem = &dn.th->w[wi];
+        int width = (wi + 1) * ATTN__DNNL_KEY_STEP;
+        ATTN__FN(attn__dnnl_pack_kv)(P, C->bf16, seq, g, k0, n, width, dn.k, dn.v);
+        attn__dnnl_gemm(dn.th, sh->qk, dn.th->q, mem->k, mem->s, mem->pad_qk);
+        for (rb = 0; rb < rows_pad; rb += ATTN__L)  /* scores come out scaled in both modes */
+            ATTN__FN(attn__softmax_lanes)(P, dn.s + rb, rs, n, (float)(k0 - pos0),
+                                          ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n), 1.0f, 0,
+                                          &sc, rb);
+        ATTN__FN(attn__dnnl_between)(P, n, width, C->bf16, rows_pad, &dn);
+        attn__dnnl_gemm(dn.th, sh->pv, mem->p, mem->v, dn.th->o, mem->pad_pv);
+    }
+    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
+}
+#endif /* ATTN_USE_ONEDNN */
 
 /* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
 
@@ -3424,7 +3909,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
 /* ---- the table ------------------------------------------------------------------------------ */
 static const attn__kernels ATTN__FN(attn__table) = {
     ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
-    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)};
+    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
+#ifdef ATTN_USE_ONEDNN
+    , ATTN__FN(attn__prefill_item_dnnl)
+#endif
+};
 
 #undef ATTN__FN
 #undef ATTN__PASS_ISA

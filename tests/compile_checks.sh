@@ -21,5 +21,13 @@ check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c
 if command -v clang >/dev/null 2>&1; then
     check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
 fi
+if printf '#include <oneapi/dnnl/dnnl.h>\n' | $CC -E -x c - >/dev/null 2>&1; then  # the oneDNN engine too
+    check cxx_with_onednn sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.cc -o $B/impl_cc_dnnl -lm -ldnnl && $B/impl_cc_dnnl"
+    if command -v clang >/dev/null 2>&1; then
+        check clang_c99_pedantic_with_onednn sh -c "clang $W -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.c $B/decl.c -o $B/clang_c_dnnl -lm -ldnnl && $B/clang_c_dnnl"
+    fi
+else
+    echo "SKIP onednn compile checks: no <oneapi/dnnl/dnnl.h>"
+fi
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

@@ -267,6 +267,15 @@ TEST(isa_detection_and_forced_isa) {
     dnnl.gemm = ATTN_GEMM_ONEDNN;
 #ifndef ATTN_USE_ONEDNN
     CHECK_STATUS(attn_sdpa(&p, &dnnl, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws), ATTN_ERR_UNSUPPORTED);
+#else
+    {   /* the oneDNN engine has its own tiles: the size query says how much it needs */
+        size_t bytes = attn_sdpa_workspace_size(&p, &dnnl, cu, cu, 1);
+        void *big = tu_alloc(bytes);
+        CHECK_STATUS(attn_sdpa(&p, &dnnl, r, r, r, ro, cu, cu, 1, 1, NULL, big, bytes), ATTN_OK);
+        CHECK_STATUS(attn_sdpa(&p, &dnnl, r, r, r, ro, cu, cu, 1, 1, NULL, big, bytes - 1),
+                     ATTN_ERR_WORKSPACE_TOO_SMALL);
+        free(big);
+    }
 #endif
 }
 

@@ -32,15 +32,22 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
     void *cmem = tu_alloc(cbytes), *pmem = tu_alloc(pbytes);
     attn_kv_cache cache;
     attn_block_pool pool;
-    attn_layer layer;
+    attn_layer layers[2];  /* SDPA, and IPEX (oneDNN GEMMs) when the build has it */
     tf_req req[TF_REQS];
-    int bad_steps = 0, r;
+    int bad_steps = 0, r, n_layers = 1;
     if (attn_kv_cache_init(&cache, TF_BLOCKS, TF_BS, TF_HK, TF_D, kv_dt, scale, scale, cmem, cbytes) != ATTN_OK ||
         attn_block_pool_init(&pool, TF_BLOCKS, TF_BS, pmem, pbytes) != ATTN_OK ||
-        attn_layer_init(&layer, p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK) {
+        attn_layer_init(&layers[0], p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK) {
         printf("  simulation setup failed\n");
         return 1;
     }
+#ifdef ATTN_USE_ONEDNN
+    if (attn_layer_init(&layers[1], p, ATTN_DECODER, ATTN_BACKEND_IPEX) != ATTN_OK) {
+        printf("  IPEX layer setup failed\n");
+        return 1;
+    }
+    n_layers = 2;
+#endif
     memset(req, 0, sizeof req);
     for (int step = 0; step < steps; step++) {
         /* arrivals, forks and finishes */
@@ -124,15 +131,15 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
         md.num_decode_tokens = n - prefills;
         md.slot_mapping = slots; md.seq_lens = seq_lens; md.query_start_loc = qsl;
         md.context_lens = ctx; md.block_tables = tables; md.max_blocks_per_seq = TF_MAXB;
-        float *out1 = (float *)tu_alloc(sizeof(float) * (size_t)tokens * TF_QW);
-        float *out2 = (float *)tu_alloc(sizeof(float) * (size_t)tokens * TF_QW);
+        float *outs[4];  /* [layer * 2 + threads - 1] */
         attn_rows rq = {qf, ATTN_F32, 0}, rk = {kf, ATTN_F32, 0}, rv = {vf, ATTN_F32, 0};
-        for (int th = 1; th <= 2 && ok; th++) {
-            attn_exec e = tu_exec(ATTN_ISA_AUTO, th);
-            attn_rows ro = {th == 1 ? out1 : out2, ATTN_F32, 0};
-            size_t bytes = attn_forward_workspace_size(&layer, &md, &e);
+        for (int run = 0; run < 2 * n_layers; run++) {
+            attn_exec e = tu_exec(ATTN_ISA_AUTO, 1 + run % 2);
+            outs[run] = (float *)tu_alloc(sizeof(float) * (size_t)tokens * TF_QW);
+            attn_rows ro = {outs[run], ATTN_F32, 0};
+            size_t bytes = attn_forward_workspace_size(&layers[run / 2], &md, &e);
             void *ws = tu_alloc(bytes);
-            attn_status st = attn_forward(&layer, &e, rq, rk, rv, &cache, &md, ro, ws, bytes);
+            attn_status st = attn_forward(&layers[run / 2], &e, rq, rk, rv, &cache, &md, ro, ws, bytes);
             if (st != ATTN_OK) { printf("  step %d: forward %s\n", step, attn_status_str(st)); ok = 0; }
             free(ws);
         }
@@ -142,14 +149,17 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
             tf_req *q = &req[order[i]];
             double want[70 * TF_QW];
             ref_attention(p, 1, nq[i], (int)q->seq.len, qf + (size_t)t0 * TF_QW, 0, q->k, 0, q->v, 0, want, NULL);
-            for (int j = 0; j < nq[i] * TF_QW; j++)
-                bad += !(fabs(out1[(size_t)t0 * TF_QW + j] - want[j]) <= 3e-5 + 1e-4 * fabs(want[j]));
+            for (int run = 0; run < 2 * n_layers; run += 2)
+                for (int j = 0; j < nq[i] * TF_QW; j++)
+                    bad += !(fabs(outs[run][(size_t)t0 * TF_QW + j] - want[j]) <= 3e-5 + 1e-4 * fabs(want[j]));
             t0 += nq[i];
         }
-        if (ok && memcmp(out1, out2, sizeof(float) * (size_t)tokens * TF_QW)) bad++;
+        for (int run = 0; run < 2 * n_layers && ok; run += 2)
+            if (memcmp(outs[run], outs[run + 1], sizeof(float) * (size_t)tokens * TF_QW)) bad++;
         if (bad) { printf("  step %d (%d prefills, %d decodes, kv %s): %d bad values or thread mismatch\n",
                           step, prefills, n - prefills, attn_dtype_name(kv_dt), bad); bad_steps++; }
-        free(qf); free(kf); free(vf); free(slots); free(out1); free(out2);
+        free(qf); free(kf); free(vf); free(slots);
+        for (int run = 0; run < 2 * n_layers; run++) free(outs[run]);
     }
     for (r = 0; r < TF_REQS; r++)
         if (req[r].live) { attn_seq_release(&pool, &req[r].seq); free(req[r].k); free(req[r].v); }
@@ -172,7 +182,7 @@ TEST(forward_continuous_batching_simulation) {
 
 /* Encoder pass, cross K/V written once, decoder prefill over given K/V, then decode steps that
    read the cross cache; and encoder-only (non-causal, no cache). */
-TEST(forward_encoder_decoder_and_encoder_only) {
+static void tf_encoder_decoder(attn_backend backend) {
     enum { ENC = 23, DEC = 9 };
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = TF_H; p.num_kv_heads = TF_HK; p.head_size = TF_D;
@@ -186,9 +196,9 @@ TEST(forward_encoder_decoder_and_encoder_only) {
     float out[ENC * TF_QW];
     /* encoder: non-causal over the encoder tokens, nothing written */
     attn_layer enc, cross, only;
-    REQUIRE(attn_layer_init(&enc, &p, ATTN_ENCODER, ATTN_BACKEND_SDPA) == ATTN_OK);
-    REQUIRE(attn_layer_init(&cross, &p, ATTN_ENCODER_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
-    REQUIRE(attn_layer_init(&only, &p, ATTN_ENCODER_ONLY, ATTN_BACKEND_SDPA) == ATTN_OK);
+    REQUIRE(attn_layer_init(&enc, &p, ATTN_ENCODER, backend) == ATTN_OK);
+    REQUIRE(attn_layer_init(&cross, &p, ATTN_ENCODER_DECODER, backend) == ATTN_OK);
+    REQUIRE(attn_layer_init(&only, &p, ATTN_ENCODER_ONLY, backend) == ATTN_OK);
     int32_t enc_lens[1] = {ENC}, enc_loc[2] = {0, ENC}, dec_loc[2] = {0, DEC}, dec_lens[1] = {DEC};
     attn_metadata md; memset(&md, 0, sizeof md);
     md.num_prefills = 1; md.encoder_seq_lens = enc_lens; md.encoder_start_loc = enc_loc;
@@ -243,7 +253,15 @@ TEST(forward_encoder_decoder_and_encoder_only) {
     free(ws); free(cmem);
 }
 
-TEST(forward_rejects_bad_metadata_and_writes_nothing) {
+/* Both backends: IPEX runs the prefill GEMMs on oneDNN (ATTN_USE_ONEDNN builds). */
+TEST(forward_encoder_decoder_and_encoder_only) {
+    tf_encoder_decoder(ATTN_BACKEND_SDPA);
+#ifdef ATTN_USE_ONEDNN
+    tf_encoder_decoder(ATTN_BACKEND_IPEX);
+#endif
+}
+
+static void tf_rejects(attn_backend backend) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = TF_H; p.num_kv_heads = TF_HK; p.head_size = TF_D;
     attn_layer layer;
@@ -252,7 +270,7 @@ TEST(forward_rejects_bad_metadata_and_writes_nothing) {
     CHECK_STATUS(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_IPEX), ATTN_ERR_UNSUPPORTED);
 #endif
     CHECK(strcmp(attn_backend_name(ATTN_BACKEND_IPEX), "IPEX") == 0);
-    REQUIRE(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    REQUIRE(attn_layer_init(&layer, &p, ATTN_DECODER, backend) == ATTN_OK);
     size_t cbytes = attn_kv_cache_bytes(4, TF_BS, TF_HK, TF_D, ATTN_F32);
     char *cmem = (char *)tu_alloc(cbytes), *before = (char *)tu_alloc(cbytes);
     attn_kv_cache cache;
@@ -284,6 +302,13 @@ TEST(forward_rejects_bad_metadata_and_writes_nothing) {
     for (int i = 0; i < 3 * TF_QW; i++) CHECK_NEAR(out[i], 7.0, 0.0);
     CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_OK);
     free(ws); free(cmem); free(before);
+}
+
+TEST(forward_rejects_bad_metadata_and_writes_nothing) {
+    tf_rejects(ATTN_BACKEND_SDPA);
+#ifdef ATTN_USE_ONEDNN
+    tf_rejects(ATTN_BACKEND_IPEX);
+#endif
 }
 
 #define TEST_FORWARD_LIST                                                                         \

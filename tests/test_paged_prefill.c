@@ -31,10 +31,13 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     float *l1 = (float *)tu_alloc(nq * 4), *l2 = (float *)tu_alloc(nq * 4);
     attn_isa isas[4];
     int n_isa = tu_isas(isas);
-    for (int k = 0; k < n_isa; k++) {
+    attn_gemm gemms[2];
+    int n_gemm = tu_gemms(gemms);
+    for (int k = 0; k < n_isa * n_gemm; k++) {
         int bad = 0, bad_lse = 0;
         for (int t = 1; t <= 2; t++) {
-            attn_exec e = tu_exec(isas[k], t);
+            attn_exec e = tu_exec(isas[k % n_isa], t);
+            e.gemm = gemms[k / n_isa];
             attn_rows rq = {q, c.act_dt, 0}, ro = {t == 1 ? o1 : o2, c.act_dt, 0};
             size_t bytes = attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, c.num_seqs);
             void *ws = tu_alloc(bytes);
@@ -54,9 +57,9 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
         if (bad || bad_lse || !same) {
             fails++;
             printf("  paged prefill H=%d Hk=%d D=%d bs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
-                   "causal=%d isa=%s: %d bad, %d bad lse, threads %s\n", c.H, c.Hk, c.D, c.bs,
+                   "causal=%d isa=%s gemm=%s: %d bad, %d bad lse, threads %s\n", c.H, c.Hk, c.D, c.bs,
                    attn_dtype_name(c.kv_dt), attn_dtype_name(c.act_dt), c.alibi, c.window, c.cap,
-                   c.sinks, causal, attn_isa_name(isas[k]), bad, bad_lse, same ? "equal" : "DIFFER");
+                   c.sinks, causal, attn_isa_name(isas[k % n_isa]), tu_gemm_name(gemms[k / n_isa]), bad, bad_lse, same ? "equal" : "DIFFER");
         }
     }
     free(q); free(qf); free(ref); free(ref_lse); free(o1); free(o2); free(l1); free(l2);

@@ -83,8 +83,11 @@ static int ts_check(const ts_case *c, uint64_t seed) {
     char *out1 = (char *)tu_alloc(n_out * esz + 1), *out2 = (char *)tu_alloc(n_out * esz + 1);
     float *lse1 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4), *lse2 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4);
     float *got = (float *)tu_alloc(n_out * 4 + 4);
-    for (int k = 0; k < n_isa; k++) {
-        attn_exec e1 = tu_exec(isas[k], 1), e2 = tu_exec(isas[k], 2);
+    attn_gemm gemms[2];
+    int n_gemm = tu_gemms(gemms);
+    for (int k = 0; k < n_isa * n_gemm; k++) {
+        attn_exec e1 = tu_exec(isas[k % n_isa], 1), e2 = tu_exec(isas[k % n_isa], 2);
+        e1.gemm = e2.gemm = gemms[k / n_isa];
         e1.f32_probs = e2.f32_probs = c->f32_probs;
         if (ts_run(c, &d, &e1, out1, lse1) != ATTN_OK) { fails++; continue; }
         for (size_t i = 0; i < n_out; i++) got[i] = tu_get(out1, c->dt, i);
@@ -104,10 +107,10 @@ static int ts_check(const ts_case *c, uint64_t seed) {
         if (bad || bad_lse || !same) {
             fails++;
             printf("  case H=%d Hk=%d D=%d seqs=%d causal=%d alibi=%d W=%d cap=%g sinks=%d dt=%s "
-                   "strided=%d f32_probs=%d isa=%s: %d bad out (worst [%zu] got %.7g want %.7g), %d bad lse, "
+                   "strided=%d f32_probs=%d isa=%s gemm=%s: %d bad out (worst [%zu] got %.7g want %.7g), %d bad lse, "
                    "threads 1 vs 2 %s\n", c->H, c->Hk, c->D, c->num_seqs, c->causal, c->alibi,
-                   c->window, c->cap, c->sinks, attn_dtype_name(c->dt), c->strided,
-                   c->f32_probs, attn_isa_name(isas[k]), bad, worst, bad ? got[worst] : 0.0,
+                   c->window, c->cap, c->sinks, attn_dtype_name(c->dt), c->strided, c->f32_probs,
+                   attn_isa_name(e1.isa), tu_gemm_name(e1.gemm), bad, worst, bad ? got[worst] : 0.0,
                    bad ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
         }
     }
@@ -221,8 +224,11 @@ TEST(sdpa_sequence_alone_equals_in_batch) {
     c.alibi = 1; c.sinks = 1; c.dt = ATTN_BF16;
     ts_data d;
     ts_make(&c, 600, &d);
-    for (int k = 0; k < n_isa; k++) {
-        attn_exec e = tu_exec(isas[k], 2);
+    attn_gemm gemms[2];
+    int n_gemm = tu_gemms(gemms);
+    for (int k = 0; k < n_isa * n_gemm; k++) {
+        attn_exec e = tu_exec(isas[k % n_isa], 2);
+        e.gemm = gemms[k / n_isa];
         size_t n_out = (size_t)d.cu_q[4] * 8 * 32;
         uint16_t *batch = (uint16_t *)tu_alloc(n_out * 2), *alone = (uint16_t *)tu_alloc(n_out * 2);
         REQUIRE(ts_run(&c, &d, &e, batch, NULL) == ATTN_OK);
@@ -238,8 +244,8 @@ TEST(sdpa_sequence_alone_equals_in_batch) {
         CHECK_BITEQ(alone, batch + (size_t)d.cu_q[1] * 8 * 32, (size_t)77 * 8 * 32 * 2);
         /* and with a caller pool that runs items in a scrambled order */
         tu_pool pool = {0};
-        attn_exec ep = tu_exec(isas[k], 3);
-        ep.parallel_for = tu_pool_for; ep.pool = &pool;
+        attn_exec ep = tu_exec(e.isa, 3);
+        ep.gemm = e.gemm; ep.parallel_for = tu_pool_for; ep.pool = &pool;
         uint16_t *pooled = (uint16_t *)tu_alloc(n_out * 2);
         REQUIRE(ts_run(&c, &d, &ep, pooled, NULL) == ATTN_OK);
         CHECK_BITEQ(pooled, batch, n_out * 2);

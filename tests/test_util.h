@@ -25,6 +25,17 @@ static int tu_isas(attn_isa *out) {
     return n;
 }
 
+/* The GEMM engines this build has: native, and oneDNN under ATTN_USE_ONEDNN. */
+static int tu_gemms(attn_gemm *out) {
+    int n = 0;
+    out[n++] = ATTN_GEMM_NATIVE;
+#ifdef ATTN_USE_ONEDNN
+    out[n++] = ATTN_GEMM_ONEDNN;
+#endif
+    return n;
+}
+static const char *tu_gemm_name(attn_gemm g) { return g == ATTN_GEMM_ONEDNN ? "onednn" : "native"; }
+
 static attn_exec tu_exec(attn_isa isa, int threads) {
     attn_exec e;
     memset(&e, 0, sizeof e);
