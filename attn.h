@@ -1229,10 +1229,12 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    two GEMMs of each key tile to oneDNN matmul primitives:
        S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
    M (rows) is fixed per call and a tile's key count is padded with zeros to the next multiple
-   of 32, so a call needs at most 8 shapes: it creates their primitives once (oneDNN's primitive
-   cache makes a repeated shape a cache hit) and, per thread, one stream and memory objects bound
-   to that thread's scratch. A tile's shape depends only on its own key count, never on the batch. All of it is created after
-   validation and destroyed before the call returns: no global state, nothing to leak.
+   of 32, so a call needs at most 8 shapes (a tile's shape depends only on its own key count,
+   never on the batch). A call creates their primitives once (oneDNN's primitive cache makes a
+   repeated shape a cache hit) and, per thread, one stream and memory objects bound to that
+   thread's scratch; all of it after validation, all of it destroyed before the call returns:
+   no global state, nothing to leak. The GEMM operands are packed per tile: strided views of the
+   caller's rows would skip the copy but move oneDNN 2.6 from brgemm to a slower gemm kernel.
    Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
    inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
    driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
