@@ -1460,17 +1460,20 @@ ATTN__PRIVATE attn_status attn__dnnl_release(attn__dnnl_call *C, attn__prefill_p
 ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh, int64_t D,
                                         int64_t width, float q_mul) {
     dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
-    return attn__dnnl_md(&sh->k, D, width, 1, dt) && attn__dnnl_md(&sh->s, C->rows, width, 1, dnnl_f32) &&
-           attn__dnnl_md(&sh->p, C->rows, width, 1, dt) && attn__dnnl_md(&sh->v, width, D, 0, dt) &&
-           attn__dnnl_matmul(C, &C->q, &sh->k, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
-           attn__dnnl_matmul(C, &sh->p, &sh->v, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
+    /* S^T = K . Q^T and O^T += V^T . P^T: every destination is a plain matrix in the lanes
+       layout (oneDNN 2.6 runs a transposed destination on its reference kernel, 30x slower),
+       the transposes are views of the packed K/V tiles and queries */
+    return attn__dnnl_md(&sh->k, width, D, 0, dt) && attn__dnnl_md(&sh->s, width, C->rows, 0, dnnl_f32) &&
+           attn__dnnl_md(&sh->p, width, C->rows, 0, dt) && attn__dnnl_md(&sh->v, D, width, 1, dt) &&
+           attn__dnnl_matmul(C, &sh->k, &C->q, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->v, &sh->p, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
 }
 
 /* Every primitive and per-thread object of the call, in C->bf16's mode. */
 ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan *P) {
     int64_t D = P->D;
-    int ok = attn__dnnl_md(&C->q, C->rows, D, 0, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
-             attn__dnnl_md(&C->o, C->rows, D, 1, dnnl_f32);
+    int ok = attn__dnnl_md(&C->q, D, C->rows, 1, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
+             attn__dnnl_md(&C->o, D, C->rows, 0, dnnl_f32);
     for (int i = 0; ok && i < C->widths; i++)
         ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP, P->q_mul);
     for (int t = 0; ok && t < C->threads; t++) {
@@ -3715,13 +3718,13 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
         const attn__dnnl_mems *mem = &dn.th->w[wi];
         int width = (wi + 1) * ATTN__DNNL_KEY_STEP;
         ATTN__FN(attn__dnnl_pack_kv)(P, C->bf16, seq, g, k0, n, width, dn.k, dn.v);
-        attn__dnnl_gemm(dn.th, sh->qk, dn.th->q, mem->k, mem->s, mem->pad_qk);
+        attn__dnnl_gemm(dn.th, sh->qk, mem->k, dn.th->q, mem->s, mem->pad_qk);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)  /* scores come out scaled in both modes */
             ATTN__FN(attn__softmax_lanes)(P, dn.s + rb, rs, n, (float)(k0 - pos0),
                                           ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n), 1.0f, 0,
                                           &sc, rb);
         ATTN__FN(attn__dnnl_between)(P, n, width, C->bf16, rows_pad, &dn);
-        attn__dnnl_gemm(dn.th, sh->pv, mem->p, mem->v, dn.th->o, mem->pad_pv);
+        attn__dnnl_gemm(dn.th, sh->pv, mem->v, mem->p, dn.th->o, mem->pad_pv);
     }
     ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }
