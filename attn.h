@@ -1226,9 +1226,10 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
 /* ---------------------------------------------------------------------------------------------
    [H] GEMM shim: oneDNN (ATTN_GEMM_ONEDNN, ATTN_BACKEND_IPEX). The oneDNN prefill item
    (attn__prefill_item_dnnl, in the kernel pass) keeps our masks and online softmax and sends the
-   two GEMMs of each key tile to oneDNN matmul primitives:
-       S[M][KT] = Q[M][D] . K[KT][D]^T        O[M][D] += P[M][KT] . V[KT][D]
-   M (rows) is fixed per call and a tile's key count is padded with zeros to the next multiple
+   two GEMMs of each key tile to oneDNN matmul primitives, transposed so that their results
+   land in the native kernels' layout (query rows in lanes) with plain destinations:
+       S^T[KT][M] = K[KT][D] . Q[M][D]^T      O^T[D][M] += V[KT][D]^T . P^T[KT][M]
+   M (the plan's padded rows per item) is fixed per call and a tile's key count is padded with zeros to the next multiple
    of 32, so a call needs at most 8 shapes (a tile's shape depends only on its own key count,
    never on the batch). A call creates their primitives once (oneDNN's primitive cache makes a
    repeated shape a cache hit) and, per thread, one stream and memory objects bound to that
