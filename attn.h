@@ -1127,8 +1127,11 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
 
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
-#define ATTN__DECODE_CHUNK 16    /* tokens converted to f32 at a time (never crossing a block) */
+#define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
 #define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+/* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
+   lanes), which may run past the partition's last key. */
+#define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
 
 typedef struct attn__decode_plan {
     int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
@@ -1150,15 +1153,15 @@ typedef struct attn__decode_plan {
 
 typedef struct attn__decode_scratch {
     float *q;       /* [G4][Dv] pre-scaled queries (padded heads are 0) */
-    float *p;       /* [G4][PARTITION] logits, then probabilities */
+    float *p;       /* [G4][PSTRIDE] logits, then probabilities */
     float *o;       /* [G4][Dv] output accumulators */
-    float *tile;    /* [DECODE_CHUNK][Dv] dequantized K or V rows */
+    float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
 } attn__decode_scratch;
 
 ATTN__PRIVATE size_t attn__decode_scratch_layout(int G4, int Dv, char *base, attn__decode_scratch *s) {
     char *c = base;
     float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
-    float *p = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * ATTN_PARTITION_TOKENS);
+    float *p = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
     if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
@@ -2520,6 +2523,12 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
 #define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
+#define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
+#define ATTN__VLOAD_E4M3(p) attn_fp8_e4m3_to_f32(*(p))
+#define ATTN__VLOAD_E4M3_DIV256(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* exact */
+#define ATTN__VTRANSUM(v) ((v)[0])
+#define ATTN__DKT 1   /* decode: keys per dot-product step */
+#define ATTN__DNV 4   /* decode: value vectors per P.V step */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
 #define ATTN__FN(name) name##__avx2
@@ -2556,6 +2565,14 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
+#define ATTN__VLOAD_E5M2(p)                                                                       \
+    _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))), 8))
+#define ATTN__VLOAD_E4M3(p) _mm256_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm256_set1_ps(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    _mm256_cvtph_ps(attn__e4m3_f16__avx2(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
+#define ATTN__VTRANSUM(v) attn__transum__avx2(v)
+#define ATTN__DKT 2
+#define ATTN__DNV 2
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -2568,6 +2585,28 @@ ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx2(__m256 v) {
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
     return _mm_cvtss_f32(x);
+}
+/* e4m3 codes (one per 16-bit lane) as the f16 of value / 256: the sign moves to bit 15 and
+   exponent:mantissa sit where f16 keeps them (f16's bias is 8 more, hence the 1/256; e4m3
+   subnormals land on f16 subnormals, exactly); code 0x7f becomes the quiet NaN 0x7e00. */
+ATTN__PRIVATE ATTN__INLINE __m128i attn__e4m3_f16__avx2(__m128i w) {
+    __m128i h = _mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(w, 8), 1), _mm_set1_epi16((short)0xbf80));
+    __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+    __m128i qnan = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
+    return _mm_blendv_epi8(h, qnan, nan);
+}
+/* Lane i of the result = horizontal sum of v[i], for 8 vectors: a tree of 7 adds. The inputs
+   are paired (i, i+4) so the sums come out in lane order. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__transum__avx2(const __m256 *v) {
+    __m256 a[4], b[2];
+    int i;
+    for (i = 0; i < 4; i++)
+        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
+                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+    for (i = 0; i < 2; i++)
+        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
+    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
 }
 /* bf16 round-to-nearest-even on the integer bits, NaN kept quiet: the same rule as
    attn_f32_to_bf16, eight at a time. */
@@ -2618,9 +2657,43 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
+#define ATTN__VLOAD_E5M2(p)                                                                       \
+    _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p))), 8))
+#define ATTN__VLOAD_E4M3(p) _mm512_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm512_set1_ps(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    _mm512_cvtph_ps(attn__e4m3_f16__avx512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
+#define ATTN__VTRANSUM(v) attn__transum__avx512(v)
+#define ATTN__DKT 4
+#define ATTN__DNV 4
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_reduce_add_ps(v); }
 ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
+/* As attn__e4m3_f16__avx2, sixteen codes. */
+ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx512(__m256i w) {
+    __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), _mm256_set1_epi16((short)0xbf80));
+    __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+    return _mm256_mask_mov_epi16(h, nan, _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)),
+                                                         _mm256_set1_epi16(0x7e00)));
+}
+/* Lane i of the result = horizontal sum of v[i], for 16 vectors: a tree of 15 adds (256-bit
+   halves, 128-bit quarters, pairs, lanes). The pairing order below makes the sums come out in
+   lane order. */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
+    static const int order[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+    __m512 a[8], b[4], c[2];
+    int i;
+    for (i = 0; i < 8; i++) {
+        __m512 x = v[order[2 * i]], y = v[order[2 * i + 1]];
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+    }
+    for (i = 0; i < 4; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
+    for (i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+}
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) {
     __m512i b = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
@@ -2661,10 +2734,30 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
+#define ATTN__VLOAD_E5M2(p) vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
+#define ATTN__VLOAD_E4M3(p) vmulq_f32(ATTN__VLOAD_E4M3_DIV256(p), vdupq_n_f32(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
+#define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
+#define ATTN__DKT 4
+#define ATTN__DNV 4
 
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
     static const float iota[4] = {0, 1, 2, 3};
     return vld1q_f32(iota);
+}
+/* Four bytes widened to 16-bit lanes (reads exactly four). */
+ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__load4_u8__neon(const uint8_t *p) {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(x))));
+}
+/* As attn__e4m3_f16__avx2, four codes. */
+ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__e4m3_f16__neon(uint16x4_t w) {
+    uint16x4_t h = vand_u16(vreinterpret_u16_s16(vshr_n_s16(vreinterpret_s16_u16(vshl_n_u16(w, 8)), 1)),
+                            vdup_n_u16(0xbf80));
+    uint16x4_t nan = vceq_u16(vand_u16(w, vdup_n_u16(0x7f)), vdup_n_u16(0x7f));
+    return vbsl_u16(nan, vorr_u16(vand_u16(h, vdup_n_u16(0x8000)), vdup_n_u16(0x7e00)), h);
 }
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t v) {
     uint32x4_t b = vreinterpretq_u32_f32(v);
@@ -2684,6 +2777,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__UNROLL
 #endif
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* micro-tile width in floats */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define ATTN__PREFETCH(p) ((void)(p))
+#endif
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
 
@@ -2719,7 +2817,20 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
 
 /* ---- row conversions ----------------------------------------------------------------------- */
 
-/* dst[i] = src[i] * scale as f32, for any dtype (fp8 decodes element by element). */
+/* The whole vectors of an fp8 row, decoded in registers (bit-exact to the scalar decoders) and
+   times vs; advances *i past them. Other dtypes: nothing. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__fp8_to_f32)(float *ATTN_RESTRICT dst, const void *src,
+                                                           attn_dtype dt, int n, int *i, ATTN__VF vs) {
+    const uint8_t *p = (const uint8_t *)src;
+    int k = *i;
+    if (dt == ATTN_FP8_E4M3)
+        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E4M3(p + k), vs));
+    else if (dt == ATTN_FP8_E5M2)
+        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E5M2(p + k), vs));
+    *i = k;
+}
+
+/* dst[i] = src[i] * scale as f32, for any dtype. */
 ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *src,
                                           attn_dtype dt, int n, float scale) {
     int i = 0;
@@ -2736,6 +2847,7 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
             else
                 for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_BF16(p + i));
         }
+        ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, ATTN__VSET1(1.0f));
         for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i);
         return;
     }
@@ -2749,6 +2861,7 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
         const uint16_t *p = (const uint16_t *)src;
         for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_BF16(p + i), vs));
     }
+    ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, vs);
     for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i) * scale;
 }
 
@@ -2969,68 +3082,172 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
 
 /* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
 
-/* Rows [off, off+n) of (block, kv head) as f32: the cache itself when it already is f32 with a
-   vector-multiple head size (no copy), else dequantized into tile. Returns the row stride. */
-ATTN__PRIVATE const float *ATTN__FN(attn__decode_rows)(const attn__decode_plan *P, const char *cache,
-                                                       float scale, int64_t blk, int g, int off,
-                                                       int n, int Dv, float *tile, int *stride) {
+/* Where a chunk of K or V rows is read from: the cache itself (native dtype, dequantized in
+   registers) when D is a vector multiple, else an f32 copy padded to Dv. */
+typedef struct ATTN__FN(attn__decode_rows) {
+    const void *base;
+    attn_dtype dt;
+    size_t stride;   /* elements between rows */
+} ATTN__FN(attn__decode_rows);
+
+/* Scales folded into q (keys) and into the partition's output (values), so the inner loops
+   never multiply by them. e4m3 read in registers comes back as value / 256 (see
+   ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. */
+ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
+    int in_place = P->D % ATTN__L == 0;
+    return in_place && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
+}
+
+ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P, const char *cache,
+                                                          int64_t blk, int g, int off) {
     size_t esz = attn_dtype_size(P->kv_dtype);
-    const char *base = cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
-    if (P->kv_dtype == ATTN_F32 && P->D % ATTN__L == 0 && scale == 1.0f) {
-        *stride = P->D;
-        return (const float *)(const void *)base;
+    return cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
+}
+
+/* Rows [off, off+n) of (block, kv head). */
+ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const attn__decode_plan *P,
+                                                                         const char *cache, int64_t blk,
+                                                                         int g, int off, int n, int Dv,
+                                                                         float *tile) {
+    ATTN__FN(attn__decode_rows) r;
+    const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    if (P->D % ATTN__L == 0) {
+        r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
+        return r;
     }
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; t < n; t++) {  /* exact decode: the scale is folded elsewhere */
         float *row = tile + (size_t)t * Dv;
-        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, scale);
+        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, 1.0f);
         for (int d = P->D; d < Dv; d++) row[d] = 0.0f;
     }
-    *stride = Dv;
-    return tile;
+    r.base = tile; r.dt = ATTN_F32; r.stride = (size_t)Dv;
+    return r;
 }
 
-/* logits[h][c] = q_h . k_c for four heads at once (one pass over each key row). */
+/* Asks for the rows [j, j+n) of sequence seq (within one block) to be brought into cache while
+   the current chunk is computed: blocks are scattered, so the hardware prefetcher cannot
+   follow from one to the next. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const char *cache,
+                                                   int seq, int g, int64_t j, int64_t hi) {
+    if (j >= hi) return;
+    int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
+    int off = (int)(j % P->block_size);
+    int64_t n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK, P->block_size - off), hi - j);
+    const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
+    size_t bytes = (size_t)n * P->D * attn_dtype_size(P->kv_dtype);
+    for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
+    ATTN__PREFETCH(p + bytes - 1);
+}
+
+/* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
+   gets its own loop with the dequantization in registers. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn_dtype dt, size_t i) {
+    switch (dt) {
+        case ATTN_F32: return ATTN__VLOAD((const float *)base + i);
+        case ATTN_F16: return ATTN__VLOAD_F16((const uint16_t *)base + i);
+        case ATTN_BF16: return ATTN__VLOAD_BF16((const uint16_t *)base + i);
+        case ATTN_FP8_E4M3: return ATTN__VLOAD_E4M3_DIV256((const uint8_t *)base + i);
+        default: return ATTN__VLOAD_E5M2((const uint8_t *)base + i);
+    }
+}
+
+/* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk: the
+   keys share each query load. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
+                                                                 const void *k, attn_dtype dt,
+                                                                 size_t stride, int Dk, int t, int nk,
+                                                                 ATTN__VF part[][ATTN__L]) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int h, c, d;
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    for (d = 0; d < Dk; d += ATTN__L) {
+        ATTN__VF kv[ATTN__DKT];
+        ATTN__UNROLL for (c = 0; c < nk; c++) kv[c] = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+            ATTN__VF qv = ATTN__VLOAD(q + (size_t)h * Dv + d);
+            ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VFMA(qv, kv[c], acc[h][c]);
+        }
+    }
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+}
+
+/* logits[h][t] = q_h . k_t (t < n) for four heads. The per-key partial vectors are summed L
+   keys at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are
+   stored (the logits rows have room past n). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
-                                                             const float *ATTN_RESTRICT k, int n,
-                                                             int kstride, int Dk,
-                                                             float *ATTN_RESTRICT logits) {
-    for (int t = 0; t < n; t++) {
-        const float *row = k + (size_t)t * kstride;
-        ATTN__VF a0 = ATTN__VZERO(), a1 = ATTN__VZERO(), a2 = ATTN__VZERO(), a3 = ATTN__VZERO();
-        for (int d = 0; d < Dk; d += ATTN__L) {
-            ATTN__VF kv = ATTN__VLOAD(row + d);
-            a0 = ATTN__VFMA(ATTN__VLOAD(q + d), kv, a0);
-            a1 = ATTN__VFMA(ATTN__VLOAD(q + Dv + d), kv, a1);
-            a2 = ATTN__VFMA(ATTN__VLOAD(q + 2 * Dv + d), kv, a2);
-            a3 = ATTN__VFMA(ATTN__VLOAD(q + 3 * Dv + d), kv, a3);
-        }
-        logits[t] = ATTN__VHSUM(a0);
-        logits[ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a1);
-        logits[2 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a2);
-        logits[3 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a3);
+                                                             const void *k, attn_dtype dt, size_t stride,
+                                                             int n, int Dk, float *ATTN_RESTRICT logits) {
+    ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
+    for (int t0 = 0; t0 < n; t0 += ATTN__L) {
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, h;
+        for (; t + ATTN__DKT <= m; t += ATTN__DKT)
+            ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, ATTN__DKT, part);
+        for (; t < m; t++) ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, 1, part);
+        for (; t < ATTN__L; t++)
+            for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
+        for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0, ATTN__VTRANSUM(part[h]));
     }
 }
 
-/* o[h] += sum_c p[h][c] v_c for four heads at once. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
-                                                           const float *ATTN_RESTRICT v, int vstride,
-                                                           int Dk, int Dv, float *ATTN_RESTRICT o) {
-    for (int d = 0; d < Dk; d += ATTN__L) {
-        ATTN__VF a0 = ATTN__VLOAD(o + d), a1 = ATTN__VLOAD(o + Dv + d);
-        ATTN__VF a2 = ATTN__VLOAD(o + 2 * Dv + d), a3 = ATTN__VLOAD(o + 3 * Dv + d);
-        for (int t = 0; t < n; t++) {
-            ATTN__VF vv = ATTN__VLOAD(v + (size_t)t * vstride + d);
-            a0 = ATTN__VFMA(ATTN__VSET1(p[t]), vv, a0);
-            a1 = ATTN__VFMA(ATTN__VSET1(p[ATTN_PARTITION_TOKENS + t]), vv, a1);
-            a2 = ATTN__VFMA(ATTN__VSET1(p[2 * ATTN_PARTITION_TOKENS + t]), vv, a2);
-            a3 = ATTN__VFMA(ATTN__VSET1(p[3 * ATTN_PARTITION_TOKENS + t]), vv, a3);
+/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for four heads, the accumulators in registers
+   across the chunk's n keys. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
+                                                                const void *v, attn_dtype dt, size_t stride,
+                                                                int d0, int nv, int Dv, float *ATTN_RESTRICT o) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DNV];
+    int h, c, t;
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L);
+    for (t = 0; t < n; t++) {
+        ATTN__VF vv[ATTN__DNV];
+        ATTN__UNROLL for (c = 0; c < nv; c++)
+            vv[c] = ATTN__FN(attn__decode_load)(v, dt, (size_t)t * stride + d0 + c * ATTN__L);
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+            ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
+            ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VFMA(w, vv[c], acc[h][c]);
         }
-        ATTN__VSTORE(o + d, a0); ATTN__VSTORE(o + Dv + d, a1);
-        ATTN__VSTORE(o + 2 * Dv + d, a2); ATTN__VSTORE(o + 3 * Dv + d, a3);
+    }
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nv; c++) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h][c]);
+}
+
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
+                                                           attn_dtype dt, size_t stride, int Dk, int Dv,
+                                                           float *ATTN_RESTRICT o) {
+    int d = 0;
+    for (; d + ATTN__DNV * ATTN__L <= Dk; d += ATTN__DNV * ATTN__L)
+        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__DNV, Dv, o);
+    for (; d < Dk; d += ATTN__L) ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, 1, Dv, o);
+}
+
+/* One chunk of keys (kind 0) or values (kind 1) for every head group: dispatches on the
+   dtype once per chunk, so the inner loops are specialised. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_rows) r, int n, int G4,
+                                                int Dk, int Dv, const float *q, float *p, float *o) {
+    for (int h = 0; h < G4; h += ATTN__HEAD_GROUP) {
+        const float *qh = q + (size_t)h * Dv;
+        float *ph = p + (size_t)h * ATTN__DECODE_PSTRIDE, *oh = o + (size_t)h * Dv;
+#define ATTN__DECODE_CASE(DT)                                                                     \
+    case DT:                                                                                      \
+        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph);      \
+        else ATTN__FN(attn__decode_pv)(ph, n, r.base, DT, r.stride, Dk, Dv, oh);                  \
+        break;
+        switch (r.dt) {
+            ATTN__DECODE_CASE(ATTN_F32)
+            ATTN__DECODE_CASE(ATTN_F16)
+            ATTN__DECODE_CASE(ATTN_BF16)
+            ATTN__DECODE_CASE(ATTN_FP8_E4M3)
+            default: ATTN__DECODE_CASE(ATTN_FP8_E5M2)
+        }
+#undef ATTN__DECODE_CASE
     }
 }
 
-/* Visits the keys [lo, hi) of sequence seq in chunks that never cross a block, as f32 rows. */
+/* Visits the keys [lo, hi) of sequence seq in chunks that never cross a block. */
 #define ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk)                                           \
     for (int64_t j = (lo), n = 0, blk = 0; j < (hi); j += n)                                      \
         if ((blk = (P)->block_tables[(int64_t)(seq) * (P)->max_blocks + j / (P)->block_size]),    \
@@ -3045,12 +3262,13 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     int c = 0, nv = n / ATTN__L * ATTN__L;
     float m = -INFINITY, l = 0.0f, slope = P->slopes ? P->slopes[h] : 0.0f;
     ATTN__VF vmax = ATTN__VSET1(-INFINITY), vsum = ATTN__VZERO();
-    for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
-        float x = s[c];
-        if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
-        if (P->slopes) x += slope * (float)(lo + c - pos);
-        s[c] = x;
-    }
+    if (P->cap > 0.0f || P->slopes)
+        for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
+            float x = s[c];
+            if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
+            if (P->slopes) x += slope * (float)(lo + c - pos);
+            s[c] = x;
+        }
     for (c = 0; c < nv; c += ATTN__L) vmax = ATTN__VMAX(vmax, ATTN__VLOAD(s + c));
     m = ATTN__VHMAX(vmax);
     for (; c < n; c++) m = ATTN__MAX(m, s[c]);
@@ -3066,6 +3284,21 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     *l_out = l;
 }
 
+/* Queries of the G heads as f32 times mul (padded heads and dims 0), output accumulators 0. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
+                                                 attn__decode_scratch *sc) {
+    int G = P->G, D = P->D, Dv = P->Dv, h, d;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+    for (h = 0; h < P->G4; h++) {
+        float *qh = sc->q + (size_t)h * Dv;
+        for (d = 0; d < Dv; d++) qh[d] = 0.0f;
+        if (h < G)
+            ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
+                                   P->q_dtype, D, mul);
+        for (d = 0; d < Dv; d++) sc->o[(size_t)h * Dv + d] = 0.0f;
+    }
+}
+
 ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g,
                                                     int part, int thread) {
     attn__decode_scratch sc;
@@ -3075,7 +3308,6 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
     float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
     float *pm = partial, *pl = partial + G, *po = partial + 2 * G;
-    size_t qsz = attn_dtype_size(P->q_dtype);
     if (P->window) lo = ATTN__MAX(lo, L - P->window);
     if (lo >= hi) {  /* wholly outside the window: nothing to read */
         for (h = 0; h < G; h++) { pm[h] = -INFINITY; pl[h] = 0.0f; }
@@ -3083,36 +3315,28 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         return;
     }
     attn__decode_scratch_layout(G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
-    for (h = 0; h < G4; h++) {
-        float *qh = sc.q + (size_t)h * Dv;
-        for (d = 0; d < Dv; d++) qh[d] = 0.0f;
-        if (h < G)
-            ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
-                                   P->q_dtype, D, P->q_mul);
-        for (d = 0; d < Dv; d++) sc.o[(size_t)h * Dv + d] = 0.0f;
-    }
+    ATTN__FN(attn__decode_load_q)(P, seq, g, P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), &sc);
     ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        int stride;
-        const float *rows = ATTN__FN(attn__decode_rows)(P, P->key_cache, P->k_scale, blk, g,
-                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
-        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
-            ATTN__FN(attn__decode_dots)(sc.q + (size_t)h * Dv, Dv, rows, (int)n, stride, Dk,
-                                        sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo));
+        ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->key_cache, blk, g,
+                                                                       (int)(j % P->block_size), (int)n, Dv, sc.tile);
+        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->key_cache, seq, g, j + n, hi);
+        else ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g, lo, hi);
+        ATTN__FN(attn__decode_chunk)(0, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
     }
     for (h = 0; h < G; h++)
         ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, (int)(hi - lo),
-                                       sc.p + (size_t)h * ATTN_PARTITION_TOKENS, &pm[h], &pl[h]);
+                                       sc.p + (size_t)h * ATTN__DECODE_PSTRIDE, &pm[h], &pl[h]);
     for (h = G; h < G4; h++)  /* padded heads contribute nothing */
-        for (d = 0; d < hi - lo; d++) sc.p[(size_t)h * ATTN_PARTITION_TOKENS + d] = 0.0f;
+        for (d = 0; d < hi - lo; d++) sc.p[(size_t)h * ATTN__DECODE_PSTRIDE + d] = 0.0f;
     ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        int stride;
-        const float *rows = ATTN__FN(attn__decode_rows)(P, P->value_cache, P->v_scale, blk, g,
-                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
-        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
-            ATTN__FN(attn__decode_pv)(sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo), (int)n,
-                                      rows, stride, Dk, Dv, sc.o + (size_t)h * Dv);
+        ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->value_cache, blk, g,
+                                                                       (int)(j % P->block_size), (int)n, Dv, sc.tile);
+        ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g, j + n, hi);
+        ATTN__FN(attn__decode_chunk)(1, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
     }
-    for (h = 0; h < G; h++) memcpy(po + (size_t)h * D, sc.o + (size_t)h * Dv, sizeof(float) * (size_t)D);
+    float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
+    for (h = 0; h < G; h++)
+        for (d = 0; d < D; d++) po[(size_t)h * D + d] = sc.o[(size_t)h * Dv + d] * v_mul;
 }
 
 /* Merges a sequence's partitions in order (the sink first, as a term with no value):
@@ -3181,6 +3405,13 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_BF16
 #undef ATTN__VSTORE_F16
 #undef ATTN__VSTORE_BF16
+#undef ATTN__VLOAD_E5M2
+#undef ATTN__VLOAD_E4M3
+#undef ATTN__VLOAD_E4M3_DIV256
+#undef ATTN__VTRANSUM
+#undef ATTN__DKT
+#undef ATTN__DNV
+#undef ATTN__PREFETCH
 #undef ATTN__UNROLL
 #endif /* ATTN__KERNEL_PASS */
 
