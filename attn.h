@@ -2778,7 +2778,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* micro-tile width in floats */
 #if defined(__GNUC__) || defined(__clang__)
-#define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#ifndef ATTN__PREFETCH_LOC
+#define ATTN__PREFETCH_LOC 3
+#endif
+#define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, ATTN__PREFETCH_LOC)
 #else
 #define ATTN__PREFETCH(p) ((void)(p))
 #endif
@@ -3125,12 +3128,18 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     return r;
 }
 
-/* Asks for the rows [j, j+n) of sequence seq (within one block) to be brought into cache while
-   the current chunk is computed: blocks are scattered, so the hardware prefetcher cannot
-   follow from one to the next. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const char *cache,
-                                                   int seq, int g, int64_t j, int64_t hi) {
-    if (j >= hi) return;
+#ifndef ATTN__DECODE_AHEAD
+#define ATTN__DECODE_AHEAD 2
+#endif
+/* Software prefetch for the scattered blocks, which the hardware prefetcher cannot follow from
+   one to the next. A partition reads its keys, then its values: one stream of 2 * (hi - lo)
+   rows, x < hi - lo the key of token lo + x, else the value of token lo + x - (hi - lo). This
+   asks for the rows [x, x + DECODE_CHUNK) of that stream (cut at a block end). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, int seq, int g,
+                                                   int64_t lo, int64_t hi, int64_t x) {
+    int64_t len = hi - lo, j = lo + (x < len ? x : x - len);
+    const char *cache = x < len ? P->key_cache : P->value_cache;
+    if (x >= 2 * len) return;
     int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
     int off = (int)(j % P->block_size);
     int64_t n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK, P->block_size - off), hi - j);
@@ -3315,12 +3324,13 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         return;
     }
     attn__decode_scratch_layout(G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    for (d = 0; d < ATTN__DECODE_AHEAD; d++)
+        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, (int64_t)d * ATTN__DECODE_CHUNK);
     ATTN__FN(attn__decode_load_q)(P, seq, g, P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), &sc);
     ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
         ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->key_cache, blk, g,
                                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile);
-        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->key_cache, seq, g, j + n, hi);
-        else ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g, lo, hi);
+        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, j - lo + ATTN__DECODE_AHEAD * ATTN__DECODE_CHUNK);
         ATTN__FN(attn__decode_chunk)(0, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
     }
     for (h = 0; h < G; h++)
@@ -3331,7 +3341,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
         ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->value_cache, blk, g,
                                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile);
-        ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g, j + n, hi);
+        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, hi - lo + j - lo + ATTN__DECODE_AHEAD * ATTN__DECODE_CHUNK);
         ATTN__FN(attn__decode_chunk)(1, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
     }
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
