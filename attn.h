@@ -1129,6 +1129,7 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
 #define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+#define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
@@ -1146,23 +1147,26 @@ typedef struct attn__decode_plan {
     int block_size, max_blocks;
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
+    int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
 } attn__decode_plan;
 
+/* Per thread, for each of up to `span` KV heads of a work item: */
 typedef struct attn__decode_scratch {
-    float *q;       /* [G4][Dv] pre-scaled queries (padded heads are 0) */
-    float *p;       /* [G4][PSTRIDE] logits, then probabilities */
-    float *o;       /* [G4][Dv] output accumulators */
+    float *q;       /* [span][G4][Dv] pre-scaled queries (padded heads are 0) */
+    float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
+    float *o;       /* [span][G4][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
 } attn__decode_scratch;
 
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int G4, int Dv, char *base, attn__decode_scratch *s) {
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base, attn__decode_scratch *s) {
     char *c = base;
-    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
-    float *p = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * ATTN__DECODE_PSTRIDE);
-    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
+    size_t heads = (size_t)span * G4;
+    float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
+    float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
+    float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
     if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
     return (size_t)(c - base);
@@ -1181,7 +1185,7 @@ typedef struct attn__kernels {
     void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
     void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
     /* one decode partition's partial results; then the ordered merge of a sequence's partials */
-    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g, int part, int thread);
+    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g0, int g1, int part, int thread);
     void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
 } attn__kernels;
 
@@ -2091,7 +2095,8 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, c
         parts += ((int64_t)ATTN__MAX(seq_lens[s], 0) + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     size_t partials = attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
-    size_t per_thread = attn__align_up(attn__decode_scratch_layout(G4, Dv, NULL, NULL));
+    int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
+    size_t per_thread = attn__align_up(attn__decode_scratch_layout(span, G4, Dv, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         int64_t *part_start = (int64_t *)a, acc = 0;
@@ -2120,23 +2125,36 @@ ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const
 
 typedef struct attn__decode_run { const attn__decode_plan *plan; const attn__kernels *k; } attn__decode_run;
 
-/* v1: one item per (sequence, KV head) computes its partitions in order, then merges them. */
+/* v1: one item per (sequence, span of KV heads) computes its partitions in order, then merges
+   them. The span only groups the reads: each KV head's arithmetic is the same in any span. */
 ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    int seq = item / P->Hk, g = item % P->Hk;
+    int seq = item / P->spans, g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
-    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g, part, thread);
-    run->k->decode_merge(P, seq, g);
+    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g0, g1, part, thread);
+    for (int g = g0; g < g1; g++) run->k->decode_merge(P, seq, g);
 }
 
-/* v2, first pass: one item per (partition, KV head). */
+/* v2, first pass: one item per (partition, span of KV heads). */
 ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    int64_t part = item / P->Hk;
+    int64_t part = item / P->spans;
     int seq = attn__find_seq(P->part_start, P->num_seqs, part);
-    run->k->decode_partition(P, seq, item % P->Hk, (int)(part - P->part_start[seq]), thread);
+    int g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
+    run->k->decode_partition(P, seq, g0, g1, (int)(part - P->part_start[seq]), thread);
+}
+
+/* KV heads per work item: as many as the scratch holds (a block's rows of neighbouring KV heads
+   are contiguous, so they are read as one run), halved while that leaves fewer than four items
+   per thread. */
+ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version, int threads) {
+    int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
+    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);
+    while (span > 1 && units * ((P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
+    P->span = span;
+    P->spans = (P->Hk + span - 1) / span;
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -2151,8 +2169,8 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
                                                   const attn_exec *exec, attn_rows q, attn_rows out,
                                                   const attn_kv_cache *cache, const int32_t *tables,
                                                   int max_blocks, const int32_t *seq_lens,
-                                                  int num_seqs, float *lse, char *ws,
-                                                  size_t ws_bytes) {
+                                                  int num_seqs, attn_paged_version version,
+                                                  float *lse, char *ws, size_t ws_bytes) {
     ATTN__TRY(attn__cache_matches(params, cache));
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
@@ -2178,6 +2196,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = max_blocks;
     P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
+    attn__decode_choose_span(P, version, attn_exec_threads(exec));
     return ATTN_OK;
 }
 
@@ -2193,13 +2212,14 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__CHECK((int)version >= 0 && version <= ATTN_PAGED_V2, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables,
-                                      max_blocks_per_seq, seq_lens, num_seqs, lse, (char *)ws, ws_bytes));
+    version = attn_paged_decode_version(params, seq_lens, num_seqs, version);
+    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables, max_blocks_per_seq,
+                                      seq_lens, num_seqs, version, lse, (char *)ws, ws_bytes));
     run.plan = &P; run.k = kern;
-    if (attn_paged_decode_version(params, seq_lens, num_seqs, version) == ATTN_PAGED_V1) {
-        attn__run_items(exec, num_seqs * P.Hk, attn__decode_v1_task, &run);
+    if (version == ATTN_PAGED_V1) {
+        attn__run_items(exec, num_seqs * P.spans, attn__decode_v1_task, &run);
     } else {
-        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.Hk), attn__decode_v2_part_task, &run);
+        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.spans), attn__decode_v2_part_task, &run);
         attn__run_items(exec, num_seqs * P.Hk, attn__decode_v2_merge_task, &run);
     }
     return ATTN_OK;
@@ -2474,15 +2494,15 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
         ATTN__TRY(attn__decode_plan_build(&dec, p, &ex, dq, dout, cache,
                                           f.tables + (size_t)f.prefills * f.max_blocks, f.max_blocks,
-                                          f.decode_lens, f.decodes, NULL, (char *)ws + decode_at,
-                                          ws_bytes - decode_at));
+                                          f.decode_lens, f.decodes, ATTN_PAGED_V1, NULL,
+                                          (char *)ws + decode_at, ws_bytes - decode_at));
     }
-    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);  /* spans <= Hk */
     if (f.slots)  /* validates every slot before writing any */
         ATTN__TRY(attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex));
     drun.plan = &dec; drun.k = kern;
     run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
-    attn__run_items(&ex, (int)pre_items + f.decodes * p->num_kv_heads, attn__forward_task, &run);
+    attn__run_items(&ex, (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0), attn__forward_task, &run);
     return ATTN_OK;
 }
 
@@ -3128,25 +3148,22 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     return r;
 }
 
-#ifndef ATTN__DECODE_AHEAD
-#define ATTN__DECODE_AHEAD 2
-#endif
-/* Software prefetch for the scattered blocks, which the hardware prefetcher cannot follow from
-   one to the next. A partition reads its keys, then its values: one stream of 2 * (hi - lo)
-   rows, x < hi - lo the key of token lo + x, else the value of token lo + x - (hi - lo). This
-   asks for the rows [x, x + DECODE_CHUNK) of that stream (cut at a block end). */
-ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, int seq, int g,
-                                                   int64_t lo, int64_t hi, int64_t x) {
-    int64_t len = hi - lo, j = lo + (x < len ? x : x - len);
-    const char *cache = x < len ? P->key_cache : P->value_cache;
-    if (x >= 2 * len) return;
+/* Asks for the rows [j, j+n) of KV heads [g0, g1) of a block (one run of memory when the
+   piece is a whole block) to be brought into cache while the current piece is computed: blocks
+   are scattered, so the hardware prefetcher cannot follow from one to the next. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const char *cache, int seq,
+                                                   int g0, int g1, int64_t j, int64_t n) {
+#ifdef ATTN__PREFETCH_ON
     int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
-    int off = (int)(j % P->block_size);
-    int64_t n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK, P->block_size - off), hi - j);
-    const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
     size_t bytes = (size_t)n * P->D * attn_dtype_size(P->kv_dtype);
-    for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
-    ATTN__PREFETCH(p + bytes - 1);
+    for (int g = g0; g < g1; g++) {
+        const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, (int)(j % P->block_size));
+        for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
+        ATTN__PREFETCH(p + bytes - 1);
+    }
+#else
+    (void)P; (void)cache; (void)seq; (void)g0; (void)g1; (void)j; (void)n;
+#endif
 }
 
 /* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
@@ -3256,12 +3273,31 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_
     }
 }
 
-/* Visits the keys [lo, hi) of sequence seq in chunks that never cross a block. */
-#define ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk)                                           \
+/* Visits the keys [lo, hi) of sequence seq in pieces that never cross a block. */
+#define ATTN__FOR_EACH_PIECE(P, seq, lo, hi, j, n, blk)                                           \
     for (int64_t j = (lo), n = 0, blk = 0; j < (hi); j += n)                                      \
         if ((blk = (P)->block_tables[(int64_t)(seq) * (P)->max_blocks + j / (P)->block_size]),    \
-            (n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK,                                \
-                                     (P)->block_size - j % (P)->block_size), (hi) - j)), 1)
+            (n = ATTN__MIN((P)->block_size - j % (P)->block_size, (hi) - j)), 1)
+
+/* Keys (kind 0) or values (kind 1) [j, j+n) of one block, for KV heads [g0, g1) in turn: a
+   block keeps each head's rows together and the heads one after another, so this reads one
+   run of memory. at = j - lo, the keys' place in the partition. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_piece)(const attn__decode_plan *P, int kind, int64_t blk,
+                                                int64_t j, int n, int64_t at, int g0, int g1,
+                                                const attn__decode_scratch *sc) {
+    const char *cache = kind ? P->value_cache : P->key_cache;
+    int G4 = P->G4, Dv = P->Dv, off = (int)(j % P->block_size);
+    int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
+    for (int g = g0; g < g1; g++) {
+        size_t heads = (size_t)(g - g0) * G4;
+        for (int c = 0; c < n; c += ATTN__DECODE_CHUNK) {
+            int m = ATTN__MIN(ATTN__DECODE_CHUNK, n - c);
+            ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, blk, g, off + c, m, Dv, sc->tile);
+            ATTN__FN(attn__decode_chunk)(kind, r, m, G4, Dk, Dv, sc->q + heads * Dv,
+                                         sc->p + heads * ATTN__DECODE_PSTRIDE + at + c, sc->o + heads * Dv);
+        }
+    }
+}
 
 /* Softmax of one head's logits over the partition: applies cap and ALiBi (query at pos),
    returns m and l, leaves exp(s - m) in place. */
@@ -3293,60 +3329,81 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     *l_out = l;
 }
 
-/* Queries of the G heads as f32 times mul (padded heads and dims 0), output accumulators 0. */
+/* Queries of the G heads of KV head g as f32 times mul into q[G4][Dv] (padded heads and dims
+   0), output accumulators o[G4][Dv] 0. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
-                                                 attn__decode_scratch *sc) {
+                                                 float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < P->G4; h++) {
-        float *qh = sc->q + (size_t)h * Dv;
+        float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
         if (h < G)
             ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
                                    P->q_dtype, D, mul);
-        for (d = 0; d < Dv; d++) sc->o[(size_t)h * Dv + d] = 0.0f;
+        for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
 }
 
-ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g,
+/* The partial results of KV head g from its logits p[G4][PSTRIDE] (softmax in place, m and l
+   out) and, after the values, from its accumulators o[G4][Dv]. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g, int64_t pos,
+                                                        int64_t lo, int n, float *p, float *partial) {
+    int G = P->G, h, c;
+    for (h = 0; h < G; h++)
+        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n, p + (size_t)h * ATTN__DECODE_PSTRIDE,
+                                       &partial[h], &partial[G + h]);
+    for (h = G; h < P->G4; h++)  /* padded heads contribute nothing */
+        for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
+}
+
+/* One partition of sequence seq for KV heads [g0, g1): keys block by block (all the heads of a
+   block together), the softmax, then the values the same way. Each head's arithmetic is
+   independent of g0 and g1, so any grouping of heads gives the same bits. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g0, int g1,
                                                     int part, int thread) {
     attn__decode_scratch sc;
-    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, h, d;
-    int Dk = (D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
+    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, g, h, d;
     int64_t L = P->seq_lens[seq], pos = L - 1;
     int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
-    float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
-    float *pm = partial, *pl = partial + G, *po = partial + 2 * G;
     if (P->window) lo = ATTN__MAX(lo, L - P->window);
     if (lo >= hi) {  /* wholly outside the window: nothing to read */
-        for (h = 0; h < G; h++) { pm[h] = -INFINITY; pl[h] = 0.0f; }
-        for (d = 0; d < G * D; d++) po[d] = 0.0f;
+        for (g = g0; g < g1; g++) {
+            float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
+            for (h = 0; h < G; h++) { partial[h] = -INFINITY; partial[G + h] = 0.0f; }
+            for (d = 0; d < G * D; d++) partial[2 * G + d] = 0.0f;
+        }
         return;
     }
-    attn__decode_scratch_layout(G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
-    for (d = 0; d < ATTN__DECODE_AHEAD; d++)
-        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, (int64_t)d * ATTN__DECODE_CHUNK);
-    ATTN__FN(attn__decode_load_q)(P, seq, g, P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), &sc);
-    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->key_cache, blk, g,
-                                                                       (int)(j % P->block_size), (int)n, Dv, sc.tile);
-        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, j - lo + ATTN__DECODE_AHEAD * ATTN__DECODE_CHUNK);
-        ATTN__FN(attn__decode_chunk)(0, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
+    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
+    for (g = g0; g < g1; g++) {
+        size_t heads = (size_t)(g - g0) * G4;
+        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
-    for (h = 0; h < G; h++)
-        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, (int)(hi - lo),
-                                       sc.p + (size_t)h * ATTN__DECODE_PSTRIDE, &pm[h], &pl[h]);
-    for (h = G; h < G4; h++)  /* padded heads contribute nothing */
-        for (d = 0; d < hi - lo; d++) sc.p[(size_t)h * ATTN__DECODE_PSTRIDE + d] = 0.0f;
-    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, P->value_cache, blk, g,
-                                                                       (int)(j % P->block_size), (int)n, Dv, sc.tile);
-        ATTN__FN(attn__decode_prefetch)(P, seq, g, lo, hi, hi - lo + j - lo + ATTN__DECODE_AHEAD * ATTN__DECODE_CHUNK);
-        ATTN__FN(attn__decode_chunk)(1, r, (int)n, G4, Dk, Dv, sc.q, sc.p + (j - lo), sc.o);
+    ATTN__FOR_EACH_PIECE(P, seq, lo, hi, j, n, blk) {
+        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->key_cache, seq, g0, g1, j + n,
+                                                        ATTN__MIN(P->block_size - (j + n) % P->block_size, hi - j - n));
+        else ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g0, g1, lo,
+                                             ATTN__MIN(P->block_size - lo % P->block_size, hi - lo));
+        ATTN__FN(attn__decode_piece)(P, 0, blk, j, (int)n, j - lo, g0, g1, &sc);
+    }
+    for (g = g0; g < g1; g++)
+        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
+                                             sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
+                                             attn__decode_partial(P, P->part_start[seq] + part, g));
+    ATTN__FOR_EACH_PIECE(P, seq, lo, hi, j, n, blk) {
+        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g0, g1, j + n,
+                                                        ATTN__MIN(P->block_size - (j + n) % P->block_size, hi - j - n));
+        ATTN__FN(attn__decode_piece)(P, 1, blk, j, (int)n, j - lo, g0, g1, &sc);
     }
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
-    for (h = 0; h < G; h++)
-        for (d = 0; d < D; d++) po[(size_t)h * D + d] = sc.o[(size_t)h * Dv + d] * v_mul;
+    for (g = g0; g < g1; g++) {
+        float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
+        const float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
+        for (h = 0; h < G; h++)
+            for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
+    }
 }
 
 /* Merges a sequence's partitions in order (the sink first, as a term with no value):
