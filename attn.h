@@ -1172,6 +1172,13 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
     return (size_t)(c - base);
 }
 
+/* The block piece after the current one (see attn__decode_prefetch). */
+typedef struct attn__decode_next {
+    const char *cache;   /* NULL: nothing to prefetch */
+    int64_t blk;
+    int off, n;
+} attn__decode_next;
+
 ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t part, int g) {
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
 }
@@ -3148,22 +3155,25 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     return r;
 }
 
-/* Asks for the rows [j, j+n) of KV heads [g0, g1) of a block (one run of memory when the
-   piece is a whole block) to be brought into cache while the current piece is computed: blocks
-   are scattered, so the hardware prefetcher cannot follow from one to the next. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const char *cache, int seq,
-                                                   int g0, int g1, int64_t j, int64_t n) {
-#ifdef ATTN__PREFETCH_ON
-    int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
-    size_t bytes = (size_t)n * P->D * attn_dtype_size(P->kv_dtype);
-    for (int g = g0; g < g1; g++) {
-        const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, (int)(j % P->block_size));
-        for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
-        ATTN__PREFETCH(p + bytes - 1);
-    }
-#else
-    (void)P; (void)cache; (void)seq; (void)g0; (void)g1; (void)j; (void)n;
-#endif
+/* Where the piece after the current one lies (keys, then the values from lo): its rows are
+   asked for, head by head, while the current piece is computed, since blocks are scattered and
+   the hardware prefetcher cannot follow from one to the next. */
+ATTN__PRIVATE attn__decode_next ATTN__FN(attn__decode_next_piece)(const attn__decode_plan *P, const char *cache,
+                                                                  int seq, int64_t j, int64_t hi) {
+    attn__decode_next nx;
+    nx.cache = j < hi ? cache : NULL;
+    nx.blk = j < hi ? P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size] : 0;
+    nx.off = (int)(j % P->block_size);
+    nx.n = (int)ATTN__MIN(P->block_size - j % P->block_size, hi - j);
+    return nx;
+}
+
+ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const attn__decode_next *nx, int g) {
+    if (!nx->cache) return;
+    const char *p = ATTN__FN(attn__decode_chunk_at)(P, nx->cache, nx->blk, g, nx->off);
+    size_t bytes = (size_t)nx->n * P->D * attn_dtype_size(P->kv_dtype);
+    for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
+    ATTN__PREFETCH(p + bytes - 1);
 }
 
 /* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
@@ -3284,12 +3294,13 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_
    run of memory. at = j - lo, the keys' place in the partition. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_piece)(const attn__decode_plan *P, int kind, int64_t blk,
                                                 int64_t j, int n, int64_t at, int g0, int g1,
-                                                const attn__decode_scratch *sc) {
+                                                const attn__decode_next *next, const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
     int G4 = P->G4, Dv = P->Dv, off = (int)(j % P->block_size);
     int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
     for (int g = g0; g < g1; g++) {
         size_t heads = (size_t)(g - g0) * G4;
+        ATTN__FN(attn__decode_prefetch)(P, next, g);
         for (int c = 0; c < n; c += ATTN__DECODE_CHUNK) {
             int m = ATTN__MIN(ATTN__DECODE_CHUNK, n - c);
             ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, blk, g, off + c, m, Dv, sc->tile);
@@ -3382,20 +3393,17 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
     ATTN__FOR_EACH_PIECE(P, seq, lo, hi, j, n, blk) {
-        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->key_cache, seq, g0, g1, j + n,
-                                                        ATTN__MIN(P->block_size - (j + n) % P->block_size, hi - j - n));
-        else ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g0, g1, lo,
-                                             ATTN__MIN(P->block_size - lo % P->block_size, hi - lo));
-        ATTN__FN(attn__decode_piece)(P, 0, blk, j, (int)n, j - lo, g0, g1, &sc);
+        attn__decode_next next = j + n < hi ? ATTN__FN(attn__decode_next_piece)(P, P->key_cache, seq, j + n, hi)
+                                            : ATTN__FN(attn__decode_next_piece)(P, P->value_cache, seq, lo, hi);
+        ATTN__FN(attn__decode_piece)(P, 0, blk, j, (int)n, j - lo, g0, g1, &next, &sc);
     }
     for (g = g0; g < g1; g++)
         ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
                                              sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
     ATTN__FOR_EACH_PIECE(P, seq, lo, hi, j, n, blk) {
-        if (j + n < hi) ATTN__FN(attn__decode_prefetch)(P, P->value_cache, seq, g0, g1, j + n,
-                                                        ATTN__MIN(P->block_size - (j + n) % P->block_size, hi - j - n));
-        ATTN__FN(attn__decode_piece)(P, 1, blk, j, (int)n, j - lo, g0, g1, &sc);
+        attn__decode_next next = ATTN__FN(attn__decode_next_piece)(P, P->value_cache, seq, j + n, hi);
+        ATTN__FN(attn__decode_piece)(P, 1, blk, j, (int)n, j - lo, g0, g1, &next, &sc);
     }
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
