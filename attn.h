@@ -3122,7 +3122,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     }
 }
 
-/* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
+/* ---- paged decode: one query token, the G heads of each KV head of a span, one partition ----- */
 
 /* Where a chunk of K or V rows is read from: the cache itself (native dtype, dequantized in
    registers) when D is a vector multiple, else an f32 copy padded to Dv. */
@@ -3140,6 +3140,7 @@ ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, floa
     return in_place && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
 }
 
+/* Row off of KV head g in block blk. */
 ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P, const char *cache,
                                                           int64_t blk, int g, int off) {
     size_t esz = attn_dtype_size(P->kv_dtype);
