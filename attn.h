@@ -1180,8 +1180,12 @@ ATTN__PRIVATE void attn__kv_row(const attn__prefill_plan *P, int seq, int g, int
 
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
-#define ATTN__DECODE_CHUNK 16    /* tokens converted to f32 at a time (never crossing a block) */
+#define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
 #define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+#define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
+/* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
+   lanes), which may run past the partition's last key. */
+#define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
 
 typedef struct attn__decode_plan {
     int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
@@ -1196,26 +1200,51 @@ typedef struct attn__decode_plan {
     int block_size, max_blocks;
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
+    int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
 } attn__decode_plan;
 
+/* Per thread, for each of up to `span` KV heads of a work item: */
 typedef struct attn__decode_scratch {
-    float *q;       /* [G4][Dv] pre-scaled queries (padded heads are 0) */
-    float *p;       /* [G4][PARTITION] logits, then probabilities */
-    float *o;       /* [G4][Dv] output accumulators */
-    float *tile;    /* [DECODE_CHUNK][Dv] dequantized K or V rows */
+    float *q;       /* [span][G4][Dv] pre-scaled queries (padded heads are 0) */
+    float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
+    float *o;       /* [span][G4][Dv] output accumulators */
+    float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
 } attn__decode_scratch;
 
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int G4, int Dv, char *base, attn__decode_scratch *s) {
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base, attn__decode_scratch *s) {
     char *c = base;
-    float *q = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
-    float *p = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * ATTN_PARTITION_TOKENS);
-    float *o = (float *)attn__carve(&c, sizeof(float) * (size_t)G4 * Dv);
+    size_t heads = (size_t)span * G4;
+    float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
+    float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
+    float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
     if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
     return (size_t)(c - base);
+}
+
+/* Keys [j, j+n) of a sequence, all in block blk. A partition pass can read DECODE_STREAMS
+   pieces (scattered blocks) side by side, head by head; on Zen 4 more than one measured no
+   faster (the prefetch of the next pieces already overlaps the block switches). */
+#define ATTN__DECODE_STREAMS 1
+typedef struct attn__decode_piece_at {
+    int64_t blk, j;
+    int n;
+} attn__decode_piece_at;
+
+/* The next up to DECODE_STREAMS pieces of [*j, hi) of sequence seq; advances *j past them. */
+ATTN__PRIVATE int attn__decode_pieces(const attn__decode_plan *P, int seq, int64_t *j, int64_t hi,
+                                      attn__decode_piece_at *out) {
+    int k = 0;
+    for (; k < ATTN__DECODE_STREAMS && *j < hi; k++) {
+        out[k].blk = P->block_tables[(int64_t)seq * P->max_blocks + *j / P->block_size];
+        out[k].j = *j;
+        out[k].n = (int)ATTN__MIN(P->block_size - *j % P->block_size, hi - *j);
+        *j += out[k].n;
+    }
+    return k;
 }
 
 ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t part, int g) {
@@ -1552,7 +1581,7 @@ typedef struct attn__kernels {
     void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
     void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
     /* one decode partition's partial results; then the ordered merge of a sequence's partials */
-    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g, int part, int thread);
+    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g0, int g1, int part, int thread);
     void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
 #ifdef ATTN_USE_ONEDNN
     void (*prefill_item_dnnl)(const attn__prefill_plan *plan, int item, int thread);  /* [H] */
@@ -2520,7 +2549,8 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, c
         parts += ((int64_t)ATTN__MAX(seq_lens[s], 0) + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     size_t partials = attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
-    size_t per_thread = attn__align_up(attn__decode_scratch_layout(G4, Dv, NULL, NULL));
+    int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
+    size_t per_thread = attn__align_up(attn__decode_scratch_layout(span, G4, Dv, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         int64_t *part_start = (int64_t *)a, acc = 0;
@@ -2549,23 +2579,36 @@ ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const
 
 typedef struct attn__decode_run { const attn__decode_plan *plan; const attn__kernels *k; } attn__decode_run;
 
-/* v1: one item per (sequence, KV head) computes its partitions in order, then merges them. */
+/* v1: one item per (sequence, span of KV heads) computes its partitions in order, then merges
+   them. The span only groups the reads: each KV head's arithmetic is the same in any span. */
 ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    int seq = item / P->Hk, g = item % P->Hk;
+    int seq = item / P->spans, g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
-    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g, part, thread);
-    run->k->decode_merge(P, seq, g);
+    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g0, g1, part, thread);
+    for (int g = g0; g < g1; g++) run->k->decode_merge(P, seq, g);
 }
 
-/* v2, first pass: one item per (partition, KV head). */
+/* v2, first pass: one item per (partition, span of KV heads). */
 ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    int64_t part = item / P->Hk;
+    int64_t part = item / P->spans;
     int seq = attn__find_seq(P->part_start, P->num_seqs, part);
-    run->k->decode_partition(P, seq, item % P->Hk, (int)(part - P->part_start[seq]), thread);
+    int g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
+    run->k->decode_partition(P, seq, g0, g1, (int)(part - P->part_start[seq]), thread);
+}
+
+/* KV heads per work item: as many as the scratch holds (a block's rows of neighbouring KV heads
+   are contiguous, so they are read as one run), halved while that leaves fewer than four items
+   per thread. */
+ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version, int threads) {
+    int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
+    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);
+    while (span > 1 && units * ((P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
+    P->span = span;
+    P->spans = (P->Hk + span - 1) / span;
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -2580,8 +2623,8 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
                                                   const attn_exec *exec, attn_rows q, attn_rows out,
                                                   const attn_kv_cache *cache, const int32_t *tables,
                                                   int max_blocks, const int32_t *seq_lens,
-                                                  int num_seqs, float *lse, char *ws,
-                                                  size_t ws_bytes) {
+                                                  int num_seqs, attn_paged_version version,
+                                                  float *lse, char *ws, size_t ws_bytes) {
     ATTN__TRY(attn__cache_matches(params, cache));
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
@@ -2607,6 +2650,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = max_blocks;
     P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
+    attn__decode_choose_span(P, version, attn_exec_threads(exec));
     return ATTN_OK;
 }
 
@@ -2622,13 +2666,14 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__CHECK((int)version >= 0 && version <= ATTN_PAGED_V2, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables,
-                                      max_blocks_per_seq, seq_lens, num_seqs, lse, (char *)ws, ws_bytes));
+    version = attn_paged_decode_version(params, seq_lens, num_seqs, version);
+    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables, max_blocks_per_seq,
+                                      seq_lens, num_seqs, version, lse, (char *)ws, ws_bytes));
     run.plan = &P; run.k = kern;
-    if (attn_paged_decode_version(params, seq_lens, num_seqs, version) == ATTN_PAGED_V1) {
-        attn__run_items(exec, num_seqs * P.Hk, attn__decode_v1_task, &run);
+    if (version == ATTN_PAGED_V1) {
+        attn__run_items(exec, num_seqs * P.spans, attn__decode_v1_task, &run);
     } else {
-        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.Hk), attn__decode_v2_part_task, &run);
+        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.spans), attn__decode_v2_part_task, &run);
         attn__run_items(exec, num_seqs * P.Hk, attn__decode_v2_merge_task, &run);
     }
     return ATTN_OK;
@@ -2906,10 +2951,10 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
         ATTN__TRY(attn__decode_plan_build(&dec, p, &ex, dq, dout, cache,
                                           f.tables + (size_t)f.prefills * f.max_blocks, f.max_blocks,
-                                          f.decode_lens, f.decodes, NULL, (char *)ws + decode_at,
-                                          ws_bytes - decode_at));
+                                          f.decode_lens, f.decodes, ATTN_PAGED_V1, NULL,
+                                          (char *)ws + decode_at, ws_bytes - decode_at));
     }
-    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);  /* spans <= Hk */
     ATTN__TRY(attn__gemm_begin(&ex, &pre, pre_items, &call));  /* before any write */
     if (f.slots) {  /* validates every slot before writing any */
         attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
@@ -2917,7 +2962,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     }
     drun.plan = &dec; drun.k = kern;
     run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
-    attn__run_items(&ex, (int)pre_items + f.decodes * p->num_kv_heads, attn__forward_task, &run);
+    attn__run_items(&ex, (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0), attn__forward_task, &run);
     return attn__gemm_end(&pre, &call);
 }
 
@@ -2958,6 +3003,12 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
 #define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
+#define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
+#define ATTN__VLOAD_E4M3(p) attn_fp8_e4m3_to_f32(*(p))
+#define ATTN__VLOAD_E4M3_DIV256(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* exact */
+#define ATTN__VTRANSUM(v) ((v)[0])
+#define ATTN__DKT 1   /* decode: keys per dot-product step */
+#define ATTN__DNV 4   /* decode: value vectors per P.V step */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
@@ -2995,6 +3046,14 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
+#define ATTN__VLOAD_E5M2(p)                                                                       \
+    _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))), 8))
+#define ATTN__VLOAD_E4M3(p) _mm256_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm256_set1_ps(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    _mm256_cvtph_ps(attn__e4m3_f16__avx2(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
+#define ATTN__VTRANSUM(v) attn__transum__avx2(v)
+#define ATTN__DKT 2
+#define ATTN__DNV 2
 #define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
@@ -3008,6 +3067,28 @@ ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx2(__m256 v) {
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
     return _mm_cvtss_f32(x);
+}
+/* e4m3 codes (one per 16-bit lane) as the f16 of value / 256: the sign moves to bit 15 and
+   exponent:mantissa sit where f16 keeps them (f16's bias is 8 more, hence the 1/256; e4m3
+   subnormals land on f16 subnormals, exactly); code 0x7f becomes the quiet NaN 0x7e00. */
+ATTN__PRIVATE ATTN__INLINE __m128i attn__e4m3_f16__avx2(__m128i w) {
+    __m128i h = _mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(w, 8), 1), _mm_set1_epi16((short)0xbf80));
+    __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+    __m128i qnan = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
+    return _mm_blendv_epi8(h, qnan, nan);
+}
+/* Lane i of the result = horizontal sum of v[i], for 8 vectors: a tree of 7 adds. The inputs
+   are paired (i, i+4) so the sums come out in lane order. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__transum__avx2(const __m256 *v) {
+    __m256 a[4], b[2];
+    int i;
+    for (i = 0; i < 4; i++)
+        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
+                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+    for (i = 0; i < 2; i++)
+        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
+    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
 }
 /* bf16 round-to-nearest-even on the integer bits, NaN kept quiet: the same rule as
    attn_f32_to_bf16, eight at a time. */
@@ -3058,6 +3139,14 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
+#define ATTN__VLOAD_E5M2(p)                                                                       \
+    _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p))), 8))
+#define ATTN__VLOAD_E4M3(p) _mm512_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm512_set1_ps(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    _mm512_cvtph_ps(attn__e4m3_f16__avx512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
+#define ATTN__VTRANSUM(v) attn__transum__avx512(v)
+#define ATTN__DKT 4
+#define ATTN__DNV 4
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
@@ -3093,6 +3182,32 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, 
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_reduce_add_ps(v); }
 ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
+/* As attn__e4m3_f16__avx2, sixteen codes. */
+ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx512(__m256i w) {
+    __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), _mm256_set1_epi16((short)0xbf80));
+    __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+    return _mm256_mask_mov_epi16(h, nan, _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)),
+                                                         _mm256_set1_epi16(0x7e00)));
+}
+/* Lane i of the result = horizontal sum of v[i], for 16 vectors: a tree of 15 adds (256-bit
+   halves, 128-bit quarters, pairs, lanes). The pairing order below makes the sums come out in
+   lane order. */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
+    static const int order[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+    __m512 a[8], b[4], c[2];
+    int i;
+    for (i = 0; i < 8; i++) {
+        __m512 x = v[order[2 * i]], y = v[order[2 * i + 1]];
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+    }
+    for (i = 0; i < 4; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
+    for (i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+}
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) {
     __m512i b = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
@@ -3136,6 +3251,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
+#define ATTN__VLOAD_E5M2(p) vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
+#define ATTN__VLOAD_E4M3(p) vmulq_f32(ATTN__VLOAD_E4M3_DIV256(p), vdupq_n_f32(256.0f))
+#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+    vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
+#define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
+#define ATTN__DKT 4
+#define ATTN__DNV 4
 #define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__max__neon(float32x4_t a, float32x4_t b) {
@@ -3153,6 +3275,19 @@ ATTN__PRIVATE ATTN__INLINE float attn__hmax__neon(float32x4_t v) {
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__iota__neon(void) {
     static const float iota[4] = {0, 1, 2, 3};
     return vld1q_f32(iota);
+}
+/* Four bytes widened to 16-bit lanes (reads exactly four). */
+ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__load4_u8__neon(const uint8_t *p) {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(x))));
+}
+/* As attn__e4m3_f16__avx2, four codes. */
+ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__e4m3_f16__neon(uint16x4_t w) {
+    uint16x4_t h = vand_u16(vreinterpret_u16_s16(vshr_n_s16(vreinterpret_s16_u16(vshl_n_u16(w, 8)), 1)),
+                            vdup_n_u16(0xbf80));
+    uint16x4_t nan = vceq_u16(vand_u16(w, vdup_n_u16(0x7f)), vdup_n_u16(0x7f));
+    return vbsl_u16(nan, vorr_u16(vand_u16(h, vdup_n_u16(0x8000)), vdup_n_u16(0x7e00)), h);
 }
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t v) {
     uint32x4_t b = vreinterpretq_u32_f32(v);
@@ -3172,6 +3307,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__UNROLL
 #endif
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define ATTN__PREFETCH(p) ((void)(p))
+#endif
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
 
@@ -3207,7 +3347,20 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
 
 /* ---- row conversions ----------------------------------------------------------------------- */
 
-/* dst[i] = src[i] * scale as f32, for any dtype (fp8 decodes element by element). */
+/* The whole vectors of an fp8 row, decoded in registers (bit-exact to the scalar decoders) and
+   times vs; advances *i past them. Other dtypes: nothing. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__fp8_to_f32)(float *ATTN_RESTRICT dst, const void *src,
+                                                           attn_dtype dt, int n, int *i, ATTN__VF vs) {
+    const uint8_t *p = (const uint8_t *)src;
+    int k = *i;
+    if (dt == ATTN_FP8_E4M3)
+        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E4M3(p + k), vs));
+    else if (dt == ATTN_FP8_E5M2)
+        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E5M2(p + k), vs));
+    *i = k;
+}
+
+/* dst[i] = src[i] * scale as f32, for any dtype. */
 ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *src,
                                           attn_dtype dt, int n, float scale) {
     int i = 0;
@@ -3224,6 +3377,7 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
             else
                 for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_BF16(p + i));
         }
+        ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, ATTN__VSET1(1.0f));
         for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i);
         return;
     }
@@ -3237,6 +3391,7 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
         const uint16_t *p = (const uint16_t *)src;
         for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_BF16(p + i), vs));
     }
+    ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, vs);
     for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i) * scale;
 }
 
@@ -3731,75 +3886,215 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
 }
 #endif /* ATTN_USE_ONEDNN */
 
-/* ---- paged decode: one query token, G heads of one KV head, one 512-token partition --------- */
+/* ---- paged decode: one query token, the G heads of each KV head of a span, one partition ----- */
 
-/* Rows [off, off+n) of (block, kv head) as f32: the cache itself when it already is f32 with a
-   vector-multiple head size (no copy), else dequantized into tile. Returns the row stride. */
-ATTN__PRIVATE const float *ATTN__FN(attn__decode_rows)(const attn__decode_plan *P, const char *cache,
-                                                       float scale, int64_t blk, int g, int off,
-                                                       int n, int Dv, float *tile, int *stride) {
+/* Where a chunk of K or V rows is read from: the cache itself (native dtype, dequantized in
+   registers) when D is a vector multiple, else an f32 copy padded to Dv. */
+typedef struct ATTN__FN(attn__decode_rows) {
+    const void *base;
+    attn_dtype dt;
+    size_t stride;   /* elements between rows */
+} ATTN__FN(attn__decode_rows);
+
+/* Scales folded into q (keys) and into the partition's output (values), so the inner loops
+   never multiply by them. e4m3 read in registers comes back as value / 256 (see
+   ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. */
+ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
+    int in_place = P->D % ATTN__L == 0;
+    return in_place && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
+}
+
+/* Row off of KV head g in block blk. */
+ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P, const char *cache,
+                                                          int64_t blk, int g, int off) {
     size_t esz = attn_dtype_size(P->kv_dtype);
-    const char *base = cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
-    if (P->kv_dtype == ATTN_F32 && P->D % ATTN__L == 0 && scale == 1.0f) {
-        *stride = P->D;
-        return (const float *)(const void *)base;
+    return cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
+}
+
+/* Rows [off, off+n) of (block, kv head). */
+ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const attn__decode_plan *P,
+                                                                         const char *cache, int64_t blk,
+                                                                         int g, int off, int n, int Dv,
+                                                                         float *tile) {
+    ATTN__FN(attn__decode_rows) r;
+    const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
+    size_t esz = attn_dtype_size(P->kv_dtype);
+    if (P->D % ATTN__L == 0) {
+        r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
+        return r;
     }
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; t < n; t++) {  /* exact decode: the scale is folded elsewhere */
         float *row = tile + (size_t)t * Dv;
-        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, scale);
+        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, 1.0f);
         for (int d = P->D; d < Dv; d++) row[d] = 0.0f;
     }
-    *stride = Dv;
-    return tile;
+    r.base = tile; r.dt = ATTN_F32; r.stride = (size_t)Dv;
+    return r;
 }
 
-/* logits[h][c] = q_h . k_c for four heads at once (one pass over each key row). */
+/* Asks for KV head g's rows of the given pieces to be brought into cache while the current
+   ones are computed: blocks are scattered, so the hardware prefetcher cannot follow from one
+   to the next. Spread head by head over the current pieces' work. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P, const char *cache,
+                                                   const attn__decode_piece_at *pc, int np, int g) {
+    for (int k = 0; k < np; k++) {
+        const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, pc[k].blk, g, (int)(pc[k].j % P->block_size));
+        size_t bytes = (size_t)pc[k].n * P->D * attn_dtype_size(P->kv_dtype);
+        for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH(p + b);
+        ATTN__PREFETCH(p + bytes - 1);
+    }
+}
+
+/* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
+   gets its own loop with the dequantization in registers. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn_dtype dt, size_t i) {
+    switch (dt) {
+        case ATTN_F32: return ATTN__VLOAD((const float *)base + i);
+        case ATTN_F16: return ATTN__VLOAD_F16((const uint16_t *)base + i);
+        case ATTN_BF16: return ATTN__VLOAD_BF16((const uint16_t *)base + i);
+        case ATTN_FP8_E4M3: return ATTN__VLOAD_E4M3_DIV256((const uint8_t *)base + i);
+        default: return ATTN__VLOAD_E5M2((const uint8_t *)base + i);
+    }
+}
+
+/* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk: the
+   keys share each query load. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
+                                                                 const void *k, attn_dtype dt,
+                                                                 size_t stride, int Dk, int t, int nk,
+                                                                 ATTN__VF part[][ATTN__L]) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int h, c, d;
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    for (d = 0; d < Dk; d += ATTN__L) {
+        ATTN__VF kv[ATTN__DKT];
+        ATTN__UNROLL for (c = 0; c < nk; c++) kv[c] = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+            ATTN__VF qv = ATTN__VLOAD(q + (size_t)h * Dv + d);
+            ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VFMA(qv, kv[c], acc[h][c]);
+        }
+    }
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+}
+
+/* logits[h][t] = q_h . k_t (t < n) for four heads. The per-key partial vectors are summed L
+   keys at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are
+   stored (the logits rows have room past n). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
-                                                             const float *ATTN_RESTRICT k, int n,
-                                                             int kstride, int Dk,
-                                                             float *ATTN_RESTRICT logits) {
-    for (int t = 0; t < n; t++) {
-        const float *row = k + (size_t)t * kstride;
-        ATTN__VF a0 = ATTN__VZERO(), a1 = ATTN__VZERO(), a2 = ATTN__VZERO(), a3 = ATTN__VZERO();
-        for (int d = 0; d < Dk; d += ATTN__L) {
-            ATTN__VF kv = ATTN__VLOAD(row + d);
-            a0 = ATTN__VFMA(ATTN__VLOAD(q + d), kv, a0);
-            a1 = ATTN__VFMA(ATTN__VLOAD(q + Dv + d), kv, a1);
-            a2 = ATTN__VFMA(ATTN__VLOAD(q + 2 * Dv + d), kv, a2);
-            a3 = ATTN__VFMA(ATTN__VLOAD(q + 3 * Dv + d), kv, a3);
-        }
-        logits[t] = ATTN__VHSUM(a0);
-        logits[ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a1);
-        logits[2 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a2);
-        logits[3 * ATTN_PARTITION_TOKENS + t] = ATTN__VHSUM(a3);
+                                                             const void *k, attn_dtype dt, size_t stride,
+                                                             int n, int Dk, float *ATTN_RESTRICT logits) {
+    ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
+    for (int t0 = 0; t0 < n; t0 += ATTN__L) {
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, h;
+        for (; t + ATTN__DKT <= m; t += ATTN__DKT)
+            ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, ATTN__DKT, part);
+        for (; t < m; t++) ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, 1, part);
+        for (; t < ATTN__L; t++)
+            for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
+        for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0, ATTN__VTRANSUM(part[h]));
     }
 }
 
-/* o[h] += sum_c p[h][c] v_c for four heads at once. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
-                                                           const float *ATTN_RESTRICT v, int vstride,
-                                                           int Dk, int Dv, float *ATTN_RESTRICT o) {
-    for (int d = 0; d < Dk; d += ATTN__L) {
-        ATTN__VF a0 = ATTN__VLOAD(o + d), a1 = ATTN__VLOAD(o + Dv + d);
-        ATTN__VF a2 = ATTN__VLOAD(o + 2 * Dv + d), a3 = ATTN__VLOAD(o + 3 * Dv + d);
-        for (int t = 0; t < n; t++) {
-            ATTN__VF vv = ATTN__VLOAD(v + (size_t)t * vstride + d);
-            a0 = ATTN__VFMA(ATTN__VSET1(p[t]), vv, a0);
-            a1 = ATTN__VFMA(ATTN__VSET1(p[ATTN_PARTITION_TOKENS + t]), vv, a1);
-            a2 = ATTN__VFMA(ATTN__VSET1(p[2 * ATTN_PARTITION_TOKENS + t]), vv, a2);
-            a3 = ATTN__VFMA(ATTN__VSET1(p[3 * ATTN_PARTITION_TOKENS + t]), vv, a3);
+/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for four heads, the accumulators in registers
+   across the chunk's n keys. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
+                                                                const void *v, attn_dtype dt, size_t stride,
+                                                                int d0, int nv, int Dv, float *ATTN_RESTRICT o) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DNV];
+    int h, c, t;
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L);
+    for (t = 0; t < n; t++) {
+        ATTN__VF vv[ATTN__DNV];
+        ATTN__UNROLL for (c = 0; c < nv; c++)
+            vv[c] = ATTN__FN(attn__decode_load)(v, dt, (size_t)t * stride + d0 + c * ATTN__L);
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+            ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
+            ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VFMA(w, vv[c], acc[h][c]);
         }
-        ATTN__VSTORE(o + d, a0); ATTN__VSTORE(o + Dv + d, a1);
-        ATTN__VSTORE(o + 2 * Dv + d, a2); ATTN__VSTORE(o + 3 * Dv + d, a3);
+    }
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nv; c++) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h][c]);
+}
+
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
+                                                           attn_dtype dt, size_t stride, int Dk, int Dv,
+                                                           float *ATTN_RESTRICT o) {
+    int d = 0;
+    for (; d + ATTN__DNV * ATTN__L <= Dk; d += ATTN__DNV * ATTN__L)
+        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__DNV, Dv, o);
+    for (; d < Dk; d += ATTN__L) ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, 1, Dv, o);
+}
+
+/* One chunk of keys (kind 0) or values (kind 1) for every head group: dispatches on the
+   dtype once per chunk, so the inner loops are specialised. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_rows) r, int n, int G4,
+                                                int Dk, int Dv, const float *q, float *p, float *o) {
+    for (int h = 0; h < G4; h += ATTN__HEAD_GROUP) {
+        const float *qh = q + (size_t)h * Dv;
+        float *ph = p + (size_t)h * ATTN__DECODE_PSTRIDE, *oh = o + (size_t)h * Dv;
+#define ATTN__DECODE_CASE(DT)                                                                     \
+    case DT:                                                                                      \
+        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph);      \
+        else ATTN__FN(attn__decode_pv)(ph, n, r.base, DT, r.stride, Dk, Dv, oh);                  \
+        break;
+        switch (r.dt) {
+            ATTN__DECODE_CASE(ATTN_F32)
+            ATTN__DECODE_CASE(ATTN_F16)
+            ATTN__DECODE_CASE(ATTN_BF16)
+            ATTN__DECODE_CASE(ATTN_FP8_E4M3)
+            default: ATTN__DECODE_CASE(ATTN_FP8_E5M2)
+        }
+#undef ATTN__DECODE_CASE
     }
 }
 
-/* Visits the keys [lo, hi) of sequence seq in chunks that never cross a block, as f32 rows. */
-#define ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk)                                           \
-    for (int64_t j = (lo), n = 0, blk = 0; j < (hi); j += n)                                      \
-        if ((blk = (P)->block_tables[(int64_t)(seq) * (P)->max_blocks + j / (P)->block_size]),    \
-            (n = ATTN__MIN(ATTN__MIN((int64_t)ATTN__DECODE_CHUNK,                                \
-                                     (P)->block_size - j % (P)->block_size), (hi) - j)), 1)
+/* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
+   DECODE_STREAMS block pieces at a time, and for each head its rows of every piece in key
+   order (a block keeps each head's rows together, the heads one after another). A head's
+   arithmetic is the same as one piece at a time. The pieces after the current ones (after the
+   last keys: the first values) are prefetched meanwhile. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq, int64_t lo,
+                                               int64_t hi, int g0, int g1, const attn__decode_scratch *sc) {
+    const char *cache = kind ? P->value_cache : P->key_cache;
+    int G4 = P->G4, Dv = P->Dv, np, nn;
+    int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
+    attn__decode_piece_at cur[ATTN__DECODE_STREAMS], nxt[ATTN__DECODE_STREAMS];
+    int64_t j = lo, jn;
+    np = attn__decode_pieces(P, seq, &j, hi, cur);
+    while (np > 0) {
+        const char *next_cache = cache;
+        jn = j;
+        nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
+        if (nn == 0 && kind == 0) {  /* after the keys come the values */
+            jn = lo;
+            nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
+            next_cache = P->value_cache;
+        }
+        for (int g = g0; g < g1; g++) {
+            size_t heads = (size_t)(g - g0) * G4;
+            ATTN__FN(attn__decode_prefetch)(P, next_cache, nxt, nn, g);
+            for (int k = 0; k < np; k++) {
+                int off = (int)(cur[k].j % P->block_size);
+                for (int c = 0; c < cur[k].n; c += ATTN__DECODE_CHUNK) {
+                    int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
+                    ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
+                                                                                   m, Dv, sc->tile);
+                    ATTN__FN(attn__decode_chunk)(kind, r, m, G4, Dk, Dv, sc->q + heads * Dv,
+                                                 sc->p + heads * ATTN__DECODE_PSTRIDE + (cur[k].j - lo) + c,
+                                                 sc->o + heads * Dv);
+                }
+            }
+        }
+        if (next_cache != cache) break;
+        memcpy(cur, nxt, sizeof cur);
+        np = nn;
+        j = jn;
+    }
+}
 
 /* Softmax of one head's logits over the partition: applies cap and ALiBi (query at pos),
    returns m and l, leaves exp(s - m) in place. */
@@ -3809,12 +4104,13 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     int c = 0, nv = n / ATTN__L * ATTN__L;
     float m = -INFINITY, l = 0.0f, slope = P->slopes ? P->slopes[h] : 0.0f;
     ATTN__VF vmax = ATTN__VSET1(-INFINITY), vsum = ATTN__VZERO();
-    for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
-        float x = s[c];
-        if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
-        if (P->slopes) x += slope * (float)(lo + c - pos);
-        s[c] = x;
-    }
+    if (P->cap > 0.0f || P->slopes)
+        for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
+            float x = s[c];
+            if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
+            if (P->slopes) x += slope * (float)(lo + c - pos);
+            s[c] = x;
+        }
     for (c = 0; c < nv; c += ATTN__L) vmax = ATTN__VMAX(vmax, ATTN__VLOAD(s + c));
     m = ATTN__VHMAX(vmax);
     for (; c < n; c++) m = ATTN__MAX(m, s[c]);
@@ -3830,53 +4126,71 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     *l_out = l;
 }
 
-ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g,
-                                                    int part, int thread) {
-    attn__decode_scratch sc;
-    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, h, d;
-    int Dk = (D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
-    int64_t L = P->seq_lens[seq], pos = L - 1;
-    int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
-    float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
-    float *pm = partial, *pl = partial + G, *po = partial + 2 * G;
+/* Queries of the G heads of KV head g as f32 times mul into q[G4][Dv] (padded heads and dims
+   0), output accumulators o[G4][Dv] 0. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
+                                                 float *q, float *o) {
+    int G = P->G, D = P->D, Dv = P->Dv, h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
-    if (P->window) lo = ATTN__MAX(lo, L - P->window);
-    if (lo >= hi) {  /* wholly outside the window: nothing to read */
-        for (h = 0; h < G; h++) { pm[h] = -INFINITY; pl[h] = 0.0f; }
-        for (d = 0; d < G * D; d++) po[d] = 0.0f;
-        return;
-    }
-    attn__decode_scratch_layout(G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
-    for (h = 0; h < G4; h++) {
-        float *qh = sc.q + (size_t)h * Dv;
+    for (h = 0; h < P->G4; h++) {
+        float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
         if (h < G)
             ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
-                                   P->q_dtype, D, P->q_mul);
-        for (d = 0; d < Dv; d++) sc.o[(size_t)h * Dv + d] = 0.0f;
+                                   P->q_dtype, D, mul);
+        for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
-    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        int stride;
-        const float *rows = ATTN__FN(attn__decode_rows)(P, P->key_cache, P->k_scale, blk, g,
-                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
-        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
-            ATTN__FN(attn__decode_dots)(sc.q + (size_t)h * Dv, Dv, rows, (int)n, stride, Dk,
-                                        sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo));
-    }
+}
+
+/* The partial results of KV head g from its logits p[G4][PSTRIDE] (softmax in place, m and l
+   out) and, after the values, from its accumulators o[G4][Dv]. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g, int64_t pos,
+                                                        int64_t lo, int n, float *p, float *partial) {
+    int G = P->G, h, c;
     for (h = 0; h < G; h++)
-        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, (int)(hi - lo),
-                                       sc.p + (size_t)h * ATTN_PARTITION_TOKENS, &pm[h], &pl[h]);
-    for (h = G; h < G4; h++)  /* padded heads contribute nothing */
-        for (d = 0; d < hi - lo; d++) sc.p[(size_t)h * ATTN_PARTITION_TOKENS + d] = 0.0f;
-    ATTN__FOR_EACH_CHUNK(P, seq, lo, hi, j, n, blk) {
-        int stride;
-        const float *rows = ATTN__FN(attn__decode_rows)(P, P->value_cache, P->v_scale, blk, g,
-                                                        (int)(j % P->block_size), (int)n, Dv, sc.tile, &stride);
-        for (h = 0; h < G4; h += ATTN__HEAD_GROUP)
-            ATTN__FN(attn__decode_pv)(sc.p + (size_t)h * ATTN_PARTITION_TOKENS + (j - lo), (int)n,
-                                      rows, stride, Dk, Dv, sc.o + (size_t)h * Dv);
+        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n, p + (size_t)h * ATTN__DECODE_PSTRIDE,
+                                       &partial[h], &partial[G + h]);
+    for (h = G; h < P->G4; h++)  /* padded heads contribute nothing */
+        for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
+}
+
+/* One partition of sequence seq for KV heads [g0, g1): keys block by block (all the heads of a
+   block together), the softmax, then the values the same way. Each head's arithmetic is
+   independent of g0 and g1, so any grouping of heads gives the same bits. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g0, int g1,
+                                                    int part, int thread) {
+    attn__decode_scratch sc;
+    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, g, h, d;
+    int64_t L = P->seq_lens[seq], pos = L - 1;
+    int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
+    if (P->window) lo = ATTN__MAX(lo, L - P->window);
+    if (lo >= hi) {  /* wholly outside the window: nothing to read */
+        for (g = g0; g < g1; g++) {
+            float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
+            for (h = 0; h < G; h++) { partial[h] = -INFINITY; partial[G + h] = 0.0f; }
+            for (d = 0; d < G * D; d++) partial[2 * G + d] = 0.0f;
+        }
+        return;
     }
-    for (h = 0; h < G; h++) memcpy(po + (size_t)h * D, sc.o + (size_t)h * Dv, sizeof(float) * (size_t)D);
+    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
+    for (g = g0; g < g1; g++) {
+        size_t heads = (size_t)(g - g0) * G4;
+        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
+    }
+    ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
+    for (g = g0; g < g1; g++)
+        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
+                                             sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
+                                             attn__decode_partial(P, P->part_start[seq] + part, g));
+    ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
+    float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
+    for (g = g0; g < g1; g++) {
+        float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
+        const float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
+        for (h = 0; h < G; h++)
+            for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
+    }
 }
 
 /* Merges a sequence's partitions in order (the sink first, as a term with no value):
@@ -3949,6 +4263,13 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_BF16
 #undef ATTN__VSTORE_F16
 #undef ATTN__VSTORE_BF16
+#undef ATTN__VLOAD_E5M2
+#undef ATTN__VLOAD_E4M3
+#undef ATTN__VLOAD_E4M3_DIV256
+#undef ATTN__VTRANSUM
+#undef ATTN__DKT
+#undef ATTN__DNV
+#undef ATTN__PREFETCH
 #undef ATTN__UNROLL
 #undef ATTN__HAS_DOT2
 #ifdef ATTN__DOT2_READY

@@ -304,7 +304,34 @@ TEST(decode_rejects_bad_input_and_writes_nothing) {
     td_free(&d);
 }
 
+/* The vector fp8 decoders (used by the decode kernel in registers and by to_f32) give the bits
+   of the scalar decoders for all 256 codes of both formats, NaNs and subnormals included, on
+   every ISA; with a scale, each element is the scalar decode times the scale. */
+TEST(decode_vector_fp8_matches_scalar_all_codes) {
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    uint8_t codes[256 + 3];
+    float got[256 + 3];
+    for (int c = 0; c < 256 + 3; c++) codes[c] = (uint8_t)(c * 37 + 11);  /* every code, odd order */
+    for (int k = 0; k < n_isa; k++)
+        for (int dt = ATTN_FP8_E4M3; dt <= ATTN_FP8_E5M2; dt++)
+            for (int sc = 0; sc < 2; sc++) {
+                float scale = sc ? 0.375f : 1.0f;
+                int bad = 0;
+                attn__kernels_for(isas[k])->to_f32(got, codes, (attn_dtype)dt, 256 + 3, scale);
+                for (int c = 0; c < 256 + 3; c++) {
+                    float want = (dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(codes[c])
+                                                      : attn_fp8_e5m2_to_f32(codes[c])) * scale;
+                    if (memcmp(&got[c], &want, 4) != 0) bad++;
+                }
+                if (bad) printf("  isa=%s %s scale %g: %d codes differ\n", attn_isa_name(isas[k]),
+                                attn_dtype_name((attn_dtype)dt), scale, bad);
+                CHECK_EQ_INT(bad, 0);
+            }
+}
+
 #define TEST_DECODE_LIST                                                                          \
+    ATTN_TEST_ENTRY(decode_vector_fp8_matches_scalar_all_codes),                                   \
     ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
     ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
