@@ -3008,7 +3008,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_E4M3_DIV256(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* exact */
 #define ATTN__VTRANSUM(v) ((v)[0])
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
-#define ATTN__DNV 4   /* decode: value vectors per P.V step */
+#define ATTN__DACC 16  /* decode: P.V accumulators (vectors) kept in registers */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
@@ -3053,7 +3053,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     _mm256_cvtph_ps(attn__e4m3_f16__avx2(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
 #define ATTN__DKT 2
-#define ATTN__DNV 2
+#define ATTN__DACC 8
 #define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
@@ -3146,7 +3146,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     _mm512_cvtph_ps(attn__e4m3_f16__avx512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
 #define ATTN__VTRANSUM(v) attn__transum__avx512(v)
 #define ATTN__DKT 4
-#define ATTN__DNV 4
+#define ATTN__DACC 16
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
@@ -3257,7 +3257,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
 #define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
 #define ATTN__DKT 4
-#define ATTN__DNV 4
+#define ATTN__DACC 16
 #define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__max__neon(float32x4_t a, float32x4_t b) {
@@ -3957,8 +3957,8 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
     }
 }
 
-/* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk: the
-   keys share each query load. */
+/* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk, the
+   queries read from L1 (any head size). Each key row is read whole before the next. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
                                                                  const void *k, attn_dtype dt,
                                                                  size_t stride, int Dk, int t, int nk,
@@ -3967,25 +3967,72 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
     int h, c, d;
     ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
-    for (d = 0; d < Dk; d += ATTN__L) {
-        ATTN__VF kv[ATTN__DKT];
-        ATTN__UNROLL for (c = 0; c < nk; c++) kv[c] = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
-        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
-            ATTN__VF qv = ATTN__VLOAD(q + (size_t)h * Dv + d);
-            ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VFMA(qv, kv[c], acc[h][c]);
+    ATTN__UNROLL for (c = 0; c < nk; c++)
+        for (d = 0; d < Dk; d += ATTN__L) {
+            ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
+            ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+                acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
         }
-    }
     ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
 
+/* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
+   one key load per hp multiply-adds, no query loads (hp, nvmax constants after inlining). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp, int nvmax, int nv,
+                                                                     const void *k, attn_dtype dt, size_t stride,
+                                                                     int t, int nk, ATTN__VF part[][ATTN__L]) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int h, c, i;
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__UNROLL for (c = 0; c < nk; c++)
+        ATTN__UNROLL for (i = 0; i < nvmax; i++)
+            if (i < nv) {
+                ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + (size_t)i * ATTN__L);
+                ATTN__UNROLL for (h = 0; h < hp; h++) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
+            }
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+}
+
+/* logits[h][t] = q_h . k_t (t < n) for hp heads from registers (h0 the first). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_reg)(const float *ATTN_RESTRICT q, int Dv, int hp,
+                                                                 int nvmax, int nv, const void *k, attn_dtype dt,
+                                                                 size_t stride, int n, float *ATTN_RESTRICT logits) {
+    ATTN__VF qr[ATTN__DACC], part[ATTN__HEAD_GROUP][ATTN__L];
+    int h, i;
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (i = 0; i < nvmax; i++)
+            qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
+    for (int t0 = 0; t0 < n; t0 += ATTN__L) {
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
+        for (; t + ATTN__DKT <= m; t += ATTN__DKT)
+            ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, ATTN__DKT, part);
+        for (; t < m; t++) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, 1, part);
+        for (; t < ATTN__L; t++)
+            for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
+        for (h = 0; h < hp; h++)
+            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0, ATTN__VTRANSUM(part[h]));
+    }
+}
+
 /* logits[h][t] = q_h . k_t (t < n) for four heads. The per-key partial vectors are summed L
    keys at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are
-   stored (the logits rows have room past n). */
+   stored (the logits rows have room past n). Rows of up to DACC/2 vectors keep the queries in
+   registers, two heads at a time (the chunk is re-read from L1 for the other two), except for
+   e4m3, whose decode costs more than the query loads it would save. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                              const void *k, attn_dtype dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits) {
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
+    int nvec = Dk / ATTN__L;
+    if (nvec <= ATTN__DACC / 2 && dt != ATTN_FP8_E4M3) {
+        for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
+            ATTN__FN(attn__decode_dots_reg)(q + (size_t)h * Dv, Dv, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
+                                            logits + (size_t)h * ATTN__DECODE_PSTRIDE);
+        return;
+    }
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, h;
         for (; t + ATTN__DKT <= m; t += ATTN__DKT)
@@ -3998,35 +4045,55 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
     }
 }
 
-/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for four heads, the accumulators in registers
-   across the chunk's n keys. */
+/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hp heads, the hp * nvmax accumulators in
+   registers across the chunk's n keys (hp, nvmax constants after inlining; nv <= nvmax). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
                                                                 const void *v, attn_dtype dt, size_t stride,
-                                                                int d0, int nv, int Dv, float *ATTN_RESTRICT o) {
-    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DNV];
+                                                                int d0, int nv, int hp, int nvmax, int Dv,
+                                                                float *ATTN_RESTRICT o) {
+    ATTN__VF acc[ATTN__DACC];
     int h, c, t;
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L);
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+            acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t++) {
-        ATTN__VF vv[ATTN__DNV];
-        ATTN__UNROLL for (c = 0; c < nv; c++)
-            vv[c] = ATTN__FN(attn__decode_load)(v, dt, (size_t)t * stride + d0 + c * ATTN__L);
-        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+        ATTN__VF vv[ATTN__DACC];
+        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+            vv[c] = c < nv ? ATTN__FN(attn__decode_load)(v, dt, (size_t)t * stride + d0 + c * ATTN__L) : ATTN__VZERO();
+        ATTN__UNROLL for (h = 0; h < hp; h++) {
             ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
-            ATTN__UNROLL for (c = 0; c < nv; c++) acc[h][c] = ATTN__VFMA(w, vv[c], acc[h][c]);
+            ATTN__UNROLL for (c = 0; c < nvmax; c++)
+                if (c < nv) acc[h * nvmax + c] = ATTN__VFMA(w, vv[c], acc[h * nvmax + c]);
         }
     }
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nv; c++) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h][c]);
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+            if (c < nv) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h * nvmax + c]);
 }
 
+/* P.V for the four heads of a group. Each value row is read whole and in order, whatever the
+   head size: reading parts of several rows in turn defeats the hardware prefetcher (measured
+   about 1.5x slower from DRAM). So the accumulators of a whole row stay in registers for as
+   many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
+   than DACC vectors are split. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
                                                            attn_dtype dt, size_t stride, int Dk, int Dv,
                                                            float *ATTN_RESTRICT o) {
-    int d = 0;
-    for (; d + ATTN__DNV * ATTN__L <= Dk; d += ATTN__DNV * ATTN__L)
-        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__DNV, Dv, o);
-    for (; d < Dk; d += ATTN__L) ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, 1, Dv, o);
+    int nvec = Dk / ATTN__L, h, d;
+    const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
+    if (nvec <= q4) {
+        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o);
+    } else if (nvec <= q2) {
+        for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
+            ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, 0, nvec, 2, q2,
+                                           Dv, o + (size_t)h * Dv);
+    } else {
+        for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            for (d = 0; d < Dk; d += ATTN__DACC * ATTN__L)
+                ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, d,
+                                               ATTN__MIN(ATTN__DACC, (Dk - d) / ATTN__L), 1, ATTN__DACC, Dv,
+                                               o + (size_t)h * Dv);
+    }
 }
 
 /* One chunk of keys (kind 0) or values (kind 1) for every head group: dispatches on the
@@ -4268,7 +4335,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_E4M3_DIV256
 #undef ATTN__VTRANSUM
 #undef ATTN__DKT
-#undef ATTN__DNV
+#undef ATTN__DACC
 #undef ATTN__PREFETCH
 #undef ATTN__UNROLL
 #undef ATTN__HAS_DOT2
