@@ -3001,6 +3001,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VEXP2I(n) attn__bits_f32((uint32_t)((int32_t)(n) + 127) << 23)
 #define ATTN__VLOAD_F16(p) attn_f16_to_f32(*(p))
 #define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
+#define ATTN__VLOAD_BF16_EO(p, ev, od) ((ev) = attn_bf16_to_f32((p)[0]), (od) = attn_bf16_to_f32((p)[1]))
 #define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
 #define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
@@ -3043,6 +3044,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_BF16(p)                                                                       \
     _mm256_castsi256_ps(_mm256_slli_epi32(                                                        \
         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__avx2((const void *)(p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
@@ -3056,6 +3058,13 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__DACC 8
 #define ATTN__HAS_DOT2 0
 
+/* 2L bf16 values as two f32 vectors: the even-indexed ones, then the odd-indexed ones. One
+   shift or mask each, where the in-order widening needs a shuffle and a shift. */
+ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__avx2(const void *p, __m256 *ev, __m256 *od) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)p);
+    *ev = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    *od = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
+}
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx2(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
@@ -3136,6 +3145,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VLOAD_BF16(p)                                                                       \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__avx512((const void *)(p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
@@ -3180,6 +3190,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, 
     _mm512_storeu_si512((void *)dst, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
 }
 
+ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__avx512(const void *p, __m512 *ev, __m512 *od) {
+    __m512i x = _mm512_loadu_si512(p);
+    *ev = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    *od = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u)));
+}
 ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_reduce_add_ps(v); }
 ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
 /* As attn__e4m3_f16__avx2, sixteen codes. */
@@ -3249,6 +3264,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
     vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23))
 #define ATTN__VLOAD_F16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)))
 #define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
+#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__neon((p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
 #define ATTN__VLOAD_E5M2(p) vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
@@ -3260,6 +3276,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__DACC 16
 #define ATTN__HAS_DOT2 0
 
+ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__neon(const uint16_t *p, float32x4_t *ev, float32x4_t *od) {
+    uint32x4_t x = vreinterpretq_u32_u16(vld1q_u16(p));
+    *ev = vreinterpretq_f32_u32(vshlq_n_u32(x, 16));
+    *od = vreinterpretq_f32_u32(vandq_u32(x, vdupq_n_u32(0xffff0000u)));
+}
 ATTN__PRIVATE ATTN__INLINE float32x4_t attn__max__neon(float32x4_t a, float32x4_t b) {
     return vbslq_f32(vcgtq_f32(a, b), a, b);
 }
@@ -3896,6 +3917,25 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
+/* bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each whole
+   group of 2L elements, the even ones, then the odd ones. The queries are put into that order
+   (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product only
+   sums in another order and the outputs are in place. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_paired)(const attn__decode_plan *P) {
+    return P->kv_dtype == ATTN_BF16 && P->D % ATTN__L == 0;
+}
+ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
+    float tmp[2 * ATTN__L];
+    for (int g = 0; g + 2 * ATTN__L <= n; g += 2 * ATTN__L) {
+        float *y = x + g;
+        memcpy(tmp, y, sizeof tmp);
+        for (int j = 0; j < ATTN__L; j++) {
+            if (to) { y[j] = tmp[2 * j]; y[ATTN__L + j] = tmp[2 * j + 1]; }
+            else { y[2 * j] = tmp[j]; y[2 * j + 1] = tmp[ATTN__L + j]; }
+        }
+    }
+}
+
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
    never multiply by them. e4m3 read in registers comes back as value / 256 (see
    ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. */
@@ -3957,6 +3997,18 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
     }
 }
 
+/* The two vectors of elements [i, i + 2L) of a K/V row. bf16 comes back paired (the even
+   elements, then the odd ones: see attn__decode_pairs_bf16), other dtypes in order. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, attn_dtype dt, size_t i,
+                                                              ATTN__VF *a, ATTN__VF *b) {
+    if (dt == ATTN_BF16) {
+        ATTN__VLOAD_BF16_EO((const uint16_t *)base + i, *a, *b);
+        return;
+    }
+    *a = ATTN__FN(attn__decode_load)(base, dt, i);
+    *b = ATTN__FN(attn__decode_load)(base, dt, i + ATTN__L);
+}
+
 /* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk, the
    queries read from L1 (any head size). Each key row is read whole before the next. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
@@ -3967,12 +4019,22 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
     int h, c, d;
     ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
-    ATTN__UNROLL for (c = 0; c < nk; c++)
-        for (d = 0; d < Dk; d += ATTN__L) {
-            ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
+    ATTN__UNROLL for (c = 0; c < nk; c++) {
+        const size_t row = (size_t)(t + c) * stride;
+        for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
+            ATTN__VF k0, k1;
+            ATTN__FN(attn__decode_load2)(k, dt, row + d, &k0, &k1);
+            ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+                acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), k0, acc[h][c]);
+                acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L), k1, acc[h][c]);
+            }
+        }
+        if (d < Dk) {
+            ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, row + d);
             ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
                 acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
         }
+    }
     ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
@@ -3987,11 +4049,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
     ATTN__UNROLL for (h = 0; h < hp; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
     ATTN__UNROLL for (c = 0; c < nk; c++)
-        ATTN__UNROLL for (i = 0; i < nvmax; i++)
-            if (i < nv) {
-                ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + (size_t)i * ATTN__L);
+        ATTN__UNROLL for (i = 0; i < nvmax; i += 2) {
+            const size_t at = (size_t)(t + c) * stride + (size_t)i * ATTN__L;
+            if (i + 1 < nv) {
+                ATTN__VF k0, k1;
+                ATTN__FN(attn__decode_load2)(k, dt, at, &k0, &k1);
+                ATTN__UNROLL for (h = 0; h < hp; h++) {
+                    acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], k0, acc[h][c]);
+                    acc[h][c] = ATTN__VFMA(qr[h * nvmax + i + 1], k1, acc[h][c]);
+                }
+            } else if (i < nv) {
+                ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, at);
                 ATTN__UNROLL for (h = 0; h < hp; h++) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
             }
+        }
     ATTN__UNROLL for (h = 0; h < hp; h++)
         ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
@@ -4058,8 +4129,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
             acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t++) {
         ATTN__VF vv[ATTN__DACC];
-        ATTN__UNROLL for (c = 0; c < nvmax; c++)
-            vv[c] = c < nv ? ATTN__FN(attn__decode_load)(v, dt, (size_t)t * stride + d0 + c * ATTN__L) : ATTN__VZERO();
+        ATTN__UNROLL for (c = 0; c < nvmax; c += 2) {
+            const size_t at = (size_t)t * stride + d0 + c * ATTN__L;
+            vv[c] = vv[c + 1] = ATTN__VZERO();
+            if (c + 1 < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
+            else if (c < nv) vv[c] = ATTN__FN(attn__decode_load)(v, dt, at);
+        }
         ATTN__UNROLL for (h = 0; h < hp; h++) {
             ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
             ATTN__UNROLL for (c = 0; c < nvmax; c++)
@@ -4205,6 +4280,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
         if (h < G)
             ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
                                    P->q_dtype, D, mul);
+        if (ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
         for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
 }
@@ -4254,9 +4330,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
         float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
-        const float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
-        for (h = 0; h < G; h++)
+        float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
+        for (h = 0; h < G; h++) {
+            if (ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
             for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
+        }
     }
 }
 
@@ -4328,6 +4406,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VEXP2I
 #undef ATTN__VLOAD_F16
 #undef ATTN__VLOAD_BF16
+#undef ATTN__VLOAD_BF16_EO
 #undef ATTN__VSTORE_F16
 #undef ATTN__VSTORE_BF16
 #undef ATTN__VLOAD_E5M2
