@@ -4146,11 +4146,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
             if (c < nv) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h * nvmax + c]);
 }
 
-/* P.V for the four heads of a group. Each value row is read whole and in order, whatever the
-   head size: reading parts of several rows in turn defeats the hardware prefetcher (measured
-   about 1.5x slower from DRAM). So the accumulators of a whole row stay in registers for as
-   many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
-   than DACC vectors are split. */
+/* P.V for the four heads of a group. Each value row is read whole and in order: reading parts
+   of several rows in turn defeats the hardware prefetcher (measured about 1.5x slower from
+   DRAM). So the accumulators of a whole row stay in registers for as many heads as fit (the
+   chunk is re-read from L1 for the other heads), and only rows longer than DACC vectors are
+   split. fp8 is the exception: its decode costs more than the FMAs, so all four heads share
+   each decoded vector, in segments of DACC/4 vectors (a cache line of fp8 per segment when
+   L = 16, so the order of lines hardly changes). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
                                                            attn_dtype dt, size_t stride, int Dk, int Dv,
                                                            float *ATTN_RESTRICT o) {
@@ -4158,6 +4160,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
     if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o);
+    } else if (dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2) {
+        for (d = 0; d < Dk; d += q4 * ATTN__L)
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o);
     } else if (nvec <= q2) {
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, 0, nvec, 2, q2,
