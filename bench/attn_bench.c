@@ -6,7 +6,9 @@
    read bandwidth) and then the kernels: prefill = attn_sdpa, decode = attn_paged_decode over a
    shuffled paged cache, paged-prefill = attn_paged_prefill (a chunk over a cached prefix, next to
    attn_sdpa on the same work). Each row: median and stddev over -r timed runs after one warm-up,
-   useful GFLOP/s (prefill) or KV GB/s (decode), and the % of the relevant limit.
+   useful GFLOP/s (prefill) or KV GB/s (decode), and the % of the relevant limit. Each timed run
+   follows a short sample of both limits, and the % is taken against the medians of those
+   samples (the limits measured alongside the kernel), not the best-of figures of the header.
    Output: markdown table (default), CSV (-o csv, '#' comment lines first) or JSON (-o json).
    Build: make bench  (cc -std=c99 -O3 -fopenmp -I. bench/attn_bench.c -lm). See bench/README.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -227,6 +229,9 @@ typedef struct {
     int fma_reps, bw_reps, given;
     const char *fma_isa, *bw_isa;
     double bw_bytes;
+    peak_kind pk;                       /* kept for the samples taken alongside the kernels: */
+    long sample_iters;                  /* FMA iterations of a ~20 ms run */
+    uint32_t *buf; size_t per;          /* the bandwidth buffer, per thread words */
 } limits;
 static limits g_lim[MAXL];
 static volatile double g_sink;
@@ -286,6 +291,8 @@ static void measure_limits(limits *L, int T) {
     }
     L->fma_t = stats_of(t, L->fma_reps);
     L->gflops = (double)T * (double)iters * flops_per_iter[pk] / L->fma_t.best * 1e-9;
+    L->pk = pk;
+    L->sample_iters = iters / 10 > 0 ? iters / 10 : 1;
 
     /* Read bandwidth: each thread first-touches, then sums, its own contiguous slice. */
     size_t bytes = g.bw_mib > 0 ? (size_t)(g.bw_mib * 1048576.0) : default_bw_bytes();
@@ -311,9 +318,34 @@ static void measure_limits(limits *L, int T) {
         if (r >= 0) t[r] = now_s() - t0;
         g_sink += sink;
     }
-    free(buf);
+    L->buf = buf; L->per = per;   /* kept for sample_limits */
     L->bw_t = stats_of(t, L->bw_reps);
     L->gbs = L->bw_bytes / L->bw_t.best * 1e-9;
+}
+
+/* One short FMA run and one bandwidth pass on T threads, now: the limits as they are right
+   before a timed kernel call. A shared machine's bandwidth drifts (30-50 GB/s seen on the same
+   VM within minutes), so each kernel is compared with the limits measured alongside it. */
+typedef struct { double gflops, gbs; } limits_now;
+static limits_now sample_limits(const limits *L) {
+    static const double flops_per_iter[3] = {48 * 2, 12 * 8 * 2, 12 * 16 * 2};
+    limits_now n = {L->gflops, L->gbs};
+    if (L->given || !L->buf) return n;
+    double sink = 0, t0 = now_s();
+    int T = L->threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T) reduction(+ : sink)
+#endif
+    sink += fma_run(L->pk, L->sample_iters);
+    n.gflops = (double)T * (double)L->sample_iters * flops_per_iter[L->pk] / (now_s() - t0) * 1e-9;
+    t0 = now_s();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T) reduction(+ : sink)
+#endif
+    sink += read_run(L->buf + L->per * (size_t)thread_id(), L->per);
+    n.gbs = L->bw_bytes / (now_s() - t0) * 1e-9;
+    g_sink += sink;
+    return n;
 }
 
 static const limits *limits_for(int T) {
@@ -555,21 +587,31 @@ static attn_exec make_exec(int T) {
    Timing: one warm-up call, then reps timed calls. Returns the first status other than ATTN_OK. */
 typedef attn_status (*bench_fn)(void *ctx);
 
-static attn_status time_calls(bench_fn fn, void *ctx, int *reps, stats *st) {
-    double t[MAXREPS], t0 = now_s();
+/* Each timed call follows a sample of the limits (sample_limits); *near gets their medians,
+   which the row's percentage is taken against. */
+static attn_status time_calls(bench_fn fn, void *ctx, int T, int *reps, stats *st, limits_now *near) {
+    double t[MAXREPS], gf[MAXREPS], bw[MAXREPS], t0 = now_s();
+    const limits *L = limits_for(T);
     attn_status s = fn(ctx);
     double warm = now_s() - t0;
     if (s != ATTN_OK) return s;
     if (g.cap_slow && warm > 2.0 && *reps > 3) *reps = 3;
     for (int r = 0; r < *reps; r++) {
+        limits_now n = sample_limits(L);
+        gf[r] = n.gflops; bw[r] = n.gbs;
         t0 = now_s();
         s = fn(ctx);
         t[r] = now_s() - t0;
         if (s != ATTN_OK) return s;
     }
     *st = stats_of(t, *reps);
+    near->gflops = stats_of(gf, *reps).median;
+    near->gbs = stats_of(bw, *reps).median;
     return ATTN_OK;
 }
+
+/* The row's limits become the ones measured alongside its calls. */
+static void row_limits(row *r, limits_now n) { r->peak_gflops = n.gflops; r->bw_gbs = n.gbs; }
 
 /* ---------------------------------------------------------------------------------------------
    prefill: attn_sdpa over seqs sequences of q_len queries and kv_len keys each. */
@@ -622,10 +664,12 @@ static void bench_prefill(int H, int Hk, int D, int seqs, int q_len, int kv_len,
             x.ws_bytes = attn_sdpa_workspace_size(&x.p, &x.e, x.cu_q, x.cu_k, seqs);
             x.ws = xalloc(x.ws_bytes);
             stats st;
-            attn_status s = x.ws ? time_calls(sdpa_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+            limits_now near;
+            attn_status s = x.ws ? time_calls(sdpa_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
             free(x.ws);
             r.reps = reps;
             if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+            row_limits(&r, near);
             double flops = 4.0 * D * H * seqs * visible_pairs(q_len, kv_len, causal);
             r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
             r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
@@ -712,10 +756,12 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 x.ws_bytes = attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 x.ws = xalloc(x.ws_bytes);
                 stats st;
-                attn_status s = x.ws ? time_calls(decode_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+                limits_now near;
+                attn_status s = x.ws ? time_calls(decode_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
                 free(x.ws);
                 r.reps = reps;
                 if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+                row_limits(&r, near);
                 double tokens = (double)seqs * ctx;
                 double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv), flops = 4.0 * H * D * tokens;
                 double t_bw = r.bw_gbs > 0 ? bytes / (r.bw_gbs * 1e9) : 0;
@@ -724,7 +770,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                 r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                 r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
-                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s", flops / st.median * 1e-9);
+                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s", flops / st.median * 1e-9, r.bw_gbs);
                 print_row(&r);
             }
         }
@@ -779,10 +825,12 @@ static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chun
             x.ws_bytes = attn_paged_prefill_workspace_size(&x.p, &x.e, &P.cache, qsl, P.lens, seqs);
             x.ws = xalloc(x.ws_bytes);
             stats st;
-            attn_status s = x.ws ? time_calls(pprefill_call, &x, &reps, &st) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+            limits_now near;
+            attn_status s = x.ws ? time_calls(pprefill_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
             free(x.ws);
             r.reps = reps;
             if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
+            row_limits(&r, near);
             double flops = 4.0 * D * H * seqs * visible_pairs(chunk, len, causal);
             r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
             r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
