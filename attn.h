@@ -3998,7 +3998,7 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 }
 
 /* The two vectors of elements [i, i + 2L) of a K/V row. bf16 comes back paired (the even
-   elements, then the odd ones: see attn__decode_pairs_bf16), other dtypes in order. */
+   elements, then the odd ones: see attn__decode_pair_order), other dtypes in order. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, attn_dtype dt, size_t i,
                                                               ATTN__VF *a, ATTN__VF *b) {
     if (dt == ATTN_BF16) {
@@ -4067,20 +4067,29 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
         ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
 
-/* logits[h][t] = q_h . k_t (t < n) for hp heads from registers (h0 the first). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_reg)(const float *ATTN_RESTRICT q, int Dv, int hp,
-                                                                 int nvmax, int nv, const void *k, attn_dtype dt,
-                                                                 size_t stride, int n, float *ATTN_RESTRICT logits) {
+/* logits[h][t] = q_h . k_t (t < n) for hp heads, the queries in registers (reg: nv <= nvmax
+   vectors per head) or read from L1 (hp = 4, any head size). The per-key partial vectors are
+   summed L keys at a time by one transpose-reduce, not one horizontal sum per key; whole
+   vectors are stored (the logits rows have room past n). reg, hp and nvmax are constants after
+   inlining. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
+                                                                   int hp, int nvmax, int nv, const void *k,
+                                                                   attn_dtype dt, size_t stride, int n,
+                                                                   float *ATTN_RESTRICT logits) {
     ATTN__VF qr[ATTN__DACC], part[ATTN__HEAD_GROUP][ATTN__L];
     int h, i;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (i = 0; i < nvmax; i++)
-            qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
+    if (reg)
+        ATTN__UNROLL for (h = 0; h < hp; h++)
+            ATTN__UNROLL for (i = 0; i < nvmax; i++)
+                qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
-        for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-            ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, ATTN__DKT, part);
-        for (; t < m; t++) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, 1, part);
+#define ATTN__DOTS_STEP(NK)                                                                        \
+    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK, part);      \
+    else ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, nv * ATTN__L, t0 + t, NK, part)
+        for (; t + ATTN__DKT <= m; t += ATTN__DKT) { ATTN__DOTS_STEP(ATTN__DKT); }
+        for (; t < m; t++) { ATTN__DOTS_STEP(1); }
+#undef ATTN__DOTS_STEP
         for (; t < ATTN__L; t++)
             for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
         for (h = 0; h < hp; h++)
@@ -4088,32 +4097,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_reg)(const float *ATT
     }
 }
 
-/* logits[h][t] = q_h . k_t (t < n) for four heads. The per-key partial vectors are summed L
-   keys at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are
-   stored (the logits rows have room past n). Rows of up to DACC/2 vectors keep the queries in
+/* logits of the four heads of a group. Rows of up to DACC/2 vectors keep the queries in
    registers, two heads at a time (the chunk is re-read from L1 for the other two), except for
    e4m3, whose decode costs more than the query loads it would save. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                              const void *k, attn_dtype dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits) {
-    ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
     int nvec = Dk / ATTN__L;
     if (nvec <= ATTN__DACC / 2 && dt != ATTN_FP8_E4M3) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            ATTN__FN(attn__decode_dots_reg)(q + (size_t)h * Dv, Dv, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
-                                            logits + (size_t)h * ATTN__DECODE_PSTRIDE);
+            ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
+                                              logits + (size_t)h * ATTN__DECODE_PSTRIDE);
         return;
     }
-    for (int t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, h;
-        for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-            ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, ATTN__DKT, part);
-        for (; t < m; t++) ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, Dk, t0 + t, 1, part);
-        for (; t < ATTN__L; t++)
-            for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
-        for (h = 0; h < ATTN__HEAD_GROUP; h++)
-            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0, ATTN__VTRANSUM(part[h]));
-    }
+    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits);
 }
 
 /* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hp heads, the hp * nvmax accumulators in
