@@ -3917,12 +3917,15 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
+/* Whether K/V rows are read from the cache itself (see attn__decode_rows). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) { return P->D % ATTN__L == 0; }
+
 /* bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each whole
    group of 2L elements, the even ones, then the odd ones. The queries are put into that order
    (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product only
    sums in another order and the outputs are in place. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_paired)(const attn__decode_plan *P) {
-    return P->kv_dtype == ATTN_BF16 && P->D % ATTN__L == 0;
+    return P->kv_dtype == ATTN_BF16 && ATTN__FN(attn__decode_in_place)(P);
 }
 ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     float tmp[2 * ATTN__L];
@@ -3940,8 +3943,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
    never multiply by them. e4m3 read in registers comes back as value / 256 (see
    ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. */
 ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
-    int in_place = P->D % ATTN__L == 0;
-    return in_place && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
+    return ATTN__FN(attn__decode_in_place)(P) && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
 }
 
 /* Row off of KV head g in block blk. */
@@ -3959,7 +3961,7 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
     size_t esz = attn_dtype_size(P->kv_dtype);
-    if (P->D % ATTN__L == 0) {
+    if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
         return r;
     }

@@ -610,8 +610,28 @@ static attn_status time_calls(bench_fn fn, void *ctx, int T, int *reps, stats *s
     return ATTN_OK;
 }
 
-/* The row's limits become the ones measured alongside its calls. */
-static void row_limits(row *r, limits_now n) { r->peak_gflops = n.gflops; r->bw_gbs = n.gbs; }
+/* Times fn with a fresh workspace of ws_bytes (stored through *ws for the call) and fills the
+   row's time and the limits measured alongside. 0 (the row printed as an error) on failure. */
+static int timed_row(row *r, bench_fn fn, void *ctx, void **ws, size_t ws_bytes, stats *st) {
+    int reps = r->reps;
+    limits_now near;
+    *ws = xalloc(ws_bytes);
+    attn_status s = *ws ? time_calls(fn, ctx, r->threads, &reps, st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+    free(*ws);
+    *ws = NULL;
+    r->reps = reps;
+    if (s != ATTN_OK) { error_row(r, attn_status_str(s)); return 0; }
+    r->peak_gflops = near.gflops; r->bw_gbs = near.gbs;
+    r->ms = st->median * 1e3; r->sd_ms = st->stddev * 1e3;
+    return 1;
+}
+
+/* A prefill row: useful GFLOP/s against the FMA peak measured alongside. */
+static void print_gflops_row(row *r, double flops, const stats *st) {
+    r->value = flops / st->median * 1e-9; r->unit = "GFLOP/s";
+    r->pct = r->peak_gflops > 0 ? 100.0 * r->value / r->peak_gflops : 0; r->limit = "fma";
+    print_row(r);
+}
 
 /* ---------------------------------------------------------------------------------------------
    prefill: attn_sdpa over seqs sequences of q_len queries and kv_len keys each. */
@@ -662,19 +682,9 @@ static void bench_prefill(int H, int Hk, int D, int seqs, int q_len, int kv_len,
             if (!(q && k && v && o && x.cu_q && x.cu_k)) { error_row(&r, "out of memory"); continue; }
             x.e = make_exec(T);
             x.ws_bytes = attn_sdpa_workspace_size(&x.p, &x.e, x.cu_q, x.cu_k, seqs);
-            x.ws = xalloc(x.ws_bytes);
             stats st;
-            limits_now near;
-            attn_status s = x.ws ? time_calls(sdpa_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
-            free(x.ws);
-            r.reps = reps;
-            if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
-            row_limits(&r, near);
-            double flops = 4.0 * D * H * seqs * visible_pairs(q_len, kv_len, causal);
-            r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
-            r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
-            r.pct = r.peak_gflops > 0 ? 100.0 * r.value / r.peak_gflops : 0; r.limit = "fma";
-            print_row(&r);
+            if (!timed_row(&r, sdpa_call, &x, &x.ws, x.ws_bytes, &st)) continue;
+            print_gflops_row(&r, 4.0 * D * H * seqs * visible_pairs(q_len, kv_len, causal), &st);
         }
         free(q); free(k); free(v); free(o); free(x.cu_q); free(x.cu_k);
     }
@@ -754,19 +764,12 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 x.e = make_exec(T); x.P = &P; x.seqs = seqs;
                 x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
                 x.ws_bytes = attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
-                x.ws = xalloc(x.ws_bytes);
                 stats st;
-                limits_now near;
-                attn_status s = x.ws ? time_calls(decode_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
-                free(x.ws);
-                r.reps = reps;
-                if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
-                row_limits(&r, near);
+                if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                 double tokens = (double)seqs * ctx;
                 double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv), flops = 4.0 * H * D * tokens;
                 double t_bw = r.bw_gbs > 0 ? bytes / (r.bw_gbs * 1e9) : 0;
                 double t_fma = r.peak_gflops > 0 ? flops / (r.peak_gflops * 1e9) : 0;
-                r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
                 r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                 r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                 r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
@@ -823,19 +826,9 @@ static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chun
             x.e = make_exec(T); x.P = &P; x.qsl = qsl; x.seqs = seqs; x.causal = causal;
             x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
             x.ws_bytes = attn_paged_prefill_workspace_size(&x.p, &x.e, &P.cache, qsl, P.lens, seqs);
-            x.ws = xalloc(x.ws_bytes);
             stats st;
-            limits_now near;
-            attn_status s = x.ws ? time_calls(pprefill_call, &x, T, &reps, &st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
-            free(x.ws);
-            r.reps = reps;
-            if (s != ATTN_OK) { error_row(&r, attn_status_str(s)); continue; }
-            row_limits(&r, near);
-            double flops = 4.0 * D * H * seqs * visible_pairs(chunk, len, causal);
-            r.ms = st.median * 1e3; r.sd_ms = st.stddev * 1e3;
-            r.value = flops / st.median * 1e-9; r.unit = "GFLOP/s";
-            r.pct = r.peak_gflops > 0 ? 100.0 * r.value / r.peak_gflops : 0; r.limit = "fma";
-            print_row(&r);
+            if (!timed_row(&r, pprefill_call, &x, &x.ws, x.ws_bytes, &st)) continue;
+            print_gflops_row(&r, 4.0 * D * H * seqs * visible_pairs(chunk, len, causal), &st);
         }
         free(q); free(o);
     }
