@@ -3141,6 +3141,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VEXP2I(n)                                                                           \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
         _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
+/* vscalefps scales by 2^n directly, and zero-masking replaces the select (see attn__vexp) */
+#define ATTN__VEXP_SCALE(x, p, n)                                                                 \
+    _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask((x), _mm512_set1_ps(-87.0f), _CMP_NLT_UQ), (p), (n))
 #define ATTN__VLOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define ATTN__VLOAD_BF16(p)                                                                       \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
@@ -3336,25 +3339,34 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
 
-/* e^x: Cody-Waite range reduction to r in [-ln2/2, ln2/2], degree-7 Taylor polynomial (error
-   below 1e-8 relative), scaled by 2^n. Results below FLT_MIN flush to 0, so exp(-inf) = 0. */
+#ifndef ATTN__VEXP_SCALE
+/* p * 2^n, or 0 where x < -87 (a NaN x is not below: it gives e^-87, as the clamp makes it).
+   n is an integer in [-126, 0] wherever the result is kept. */
+#define ATTN__VEXP_SCALE(x, p, n)                                                                 \
+    ATTN__VLT_SELECT((x), ATTN__VSET1(-87.0f), ATTN__VZERO(), ATTN__VMUL((p), ATTN__VEXP2I(n)))
+#endif
+
+/* e^x for x <= 0 - every caller's domain: scores minus their running maximum, and -2|x| for
+   tanh; so no clamp from above (x may exceed 0 by rounding: e^x stays finite up to 88).
+   Cody-Waite range reduction to r in [-ln2/2, ln2/2], a degree-6 minimax polynomial, scaled by
+   2^n: within 2.1 ulp of e^x over [-87, 0] (the degree-7 Taylor it replaced: 1.7 ulp, and one
+   FMA more). Results below e^-87 are 0, so
+   exp(-inf) = 0 exactly; a NaN x gives e^-87 on every ISA (max takes the second operand). */
 ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vexp)(ATTN__VF x) {
     const float magic = 12582912.0f;  /* 1.5 * 2^23: adding it rounds to nearest even */
-    ATTN__VF xc = ATTN__VMIN(ATTN__VMAX(x, ATTN__VSET1(-87.0f)), ATTN__VSET1(88.0f));
+    ATTN__VF xc = ATTN__VMAX(x, ATTN__VSET1(-87.0f));
     ATTN__VF n = ATTN__VFMA(xc, ATTN__VSET1(1.44269504088896341f), ATTN__VSET1(magic));
     n = ATTN__VSUB(n, ATTN__VSET1(magic));
     ATTN__VF r = ATTN__VFMA(n, ATTN__VSET1(-0.693145751953125f), xc);
     r = ATTN__VFMA(n, ATTN__VSET1(-1.428606765330187e-06f), r);
-    ATTN__VF p = ATTN__VSET1(1.0f / 5040.0f);
-    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 720.0f));
-    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 120.0f));
-    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 24.0f));
-    p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f / 6.0f));
-    p = ATTN__VFMA(p, r, ATTN__VSET1(0.5f));
+    ATTN__VF p = ATTN__VSET1(0.0014061241f);  /* minimax with c0 = c1 = 1 (Remez, relative error) */
+    p = ATTN__VFMA(p, r, ATTN__VSET1(0.008379011f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(0.041664775f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(0.16666366f));
+    p = ATTN__VFMA(p, r, ATTN__VSET1(0.50000006f));
     p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f));
     p = ATTN__VFMA(p, r, ATTN__VSET1(1.0f));
-    ATTN__VF y = ATTN__VMUL(p, ATTN__VEXP2I(n));
-    return ATTN__VLT_SELECT(x, ATTN__VSET1(-87.0f), ATTN__VZERO(), y);
+    return ATTN__VEXP_SCALE(x, p, n);
 }
 
 /* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): absolute error ~1e-7. */
@@ -4408,6 +4420,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLT_SELECT
 #undef ATTN__VIN_SELECT
 #undef ATTN__VEXP2I
+#undef ATTN__VEXP_SCALE
 #undef ATTN__VLOAD_F16
 #undef ATTN__VLOAD_BF16
 #undef ATTN__VLOAD_BF16_EO
