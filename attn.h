@@ -99,12 +99,13 @@
        f32 keys and values are read in place, never packed.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
-       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values
-       and an even head size, on the avx512 ISA of a CPU with AVX-512 BF16, take bf16 dot-product
-       kernels (vdpbf16ps): Q.K is exact products of the stored values; the softmax is f32; the
-       probabilities are rounded to bf16 (RNE) for P.V, so each weight carries a relative error
-       of at most 2^-9 - below the bf16 output's own rounding - while the denominator and lse
-       use the unrounded f32 values. exec.f32_probs = 1 keeps such calls on the f32 kernels.
+       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
+       on the avx512 ISA of a CPU with AVX-512 BF16, take bf16 dot-product kernels (vdpbf16ps) -
+       prefill with an even head size, decode with a head size that is a multiple of 32: Q.K is
+       exact products of the stored values; the softmax is f32; the probabilities are rounded
+       to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
+       the bf16 output's own rounding - while the denominator and lse use the unrounded f32
+       values. exec.f32_probs = 1 keeps such calls on the f32 kernels. exp() is within 2.1 ulp.
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -125,7 +126,7 @@
 
    REVISION HISTORY
        0.2.0  (2026-11-23)  prefill with query rows in vector lanes; AVX-512 BF16 dot products
-                            for bf16 prefill (exec.f32_probs to opt out)
+                            for bf16 prefill and decode (exec.f32_probs to opt out)
        0.1.0  (2026-11-22)  first release: foundation, dtypes, dispatch, bias builders
 
    LICENSE: see the end of this file (MIT or Unlicense, your choice).
@@ -1201,6 +1202,7 @@ typedef struct attn__decode_plan {
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
     int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
+    int bf16_dot;                /* bf16 q and cache, D % 32 == 0: eligible for the pair kernels */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
@@ -1212,6 +1214,9 @@ typedef struct attn__decode_scratch {
     float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
     float *o;       /* [span][G4][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
+    int pairs;      /* this partition runs the bf16 pair kernels: q holds bf16 queries, and p
+                       bf16 probabilities once the softmax is done */
+    float logit_mul; /* ... and the logits take the scale after the dot products */
 } attn__decode_scratch;
 
 ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base, attn__decode_scratch *s) {
@@ -1221,7 +1226,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
     float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
-    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
+    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; s->pairs = 0; s->logit_mul = 1.0f; }
     return (size_t)(c - base);
 }
 
@@ -2650,6 +2655,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = max_blocks;
     P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
+    P->bf16_dot = q.dtype == ATTN_BF16 && cache->dtype == ATTN_BF16 && D % 32 == 0 && !(exec && exec->f32_probs);
     attn__decode_choose_span(P, version, attn_exec_threads(exec));
     return ATTN_OK;
 }
@@ -3171,6 +3177,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VDOT2(acc, a, b) _mm512_dpbf16_ps((acc), (__m512bh)(a), (__m512bh)(b))
 #define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx512((dst), (a), (b), (n))
 #define ATTN__VPAIR_PROBS(dst, lo, hi) attn__pair_probs__avx512((dst), (lo), (hi))
+#define ATTN__VZEROI() _mm512_setzero_si512()
+/* rows a and b (2L bf16 each) as pairs (a_i, b_i): lo has the first half of each 128-bit lane,
+   hi the second (see attn__decode_unpack_order) */
+#define ATTN__VUNPACK_PAIRS(a, b, lo, hi) ((lo) = _mm512_unpacklo_epi16((a), (b)), (hi) = _mm512_unpackhi_epi16((a), (b)))
 
 /* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs. */
 ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b, int n) {
@@ -4187,17 +4197,173 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
     }
 }
 
-/* One chunk of keys (kind 0) or values (kind 1) for every head group: dispatches on the
-   dtype once per chunk, so the inner loops are specialised. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_rows) r, int n, int G4,
-                                                int Dk, int Dv, const float *q, float *p, float *o) {
+#if ATTN__HAS_DOT2
+/* The bf16 pair kernels of decode (AVX-512 BF16; bf16 queries and cache, D a multiple of 2L,
+   exec.f32_probs off): the loops above with pair dot products, about half the instructions.
+   Keys: q . k over pairs of head dims, the queries unscaled (scaling would round them), the
+   scale applied to the f32 logits - exact products, f32 sums. Values: pairs of keys, rows t and
+   t+1 unpacked into (v_t, v_t+1) pairs against the probabilities rounded to bf16, as in
+   prefill's pair path (relative error <= 2^-9 per weight; the denominator and lse use the
+   unrounded values). Unpacking works within 128-bit lanes, so the value accumulators hold the
+   dims in the order that attn__decode_unpack_order undoes at the partition's end. */
+
+/* part[h][t..t+nk) for the four heads: per-lane partial dot products, the queries in registers
+   qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
+    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k, size_t stride,
+    int t, int nk, ATTN__VF part[][ATTN__L]) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int h, c, i;
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__UNROLL for (c = 0; c < nk; c++)
+        ATTN__UNROLL for (i = 0; i < nvmax; i++)
+            if (i < nv) {
+                ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
+                ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+                    ATTN__VI qv = qr ? qr[h * nvmax + i] : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
+                    acc[h][c] = ATTN__VDOT2(acc[h][c], kv, qv);
+                }
+            }
+    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+}
+
+/* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
+   apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a time. */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint16_t *q, int qs, const uint16_t *k,
+                                                                      size_t stride, int n, int Dk, float mul,
+                                                                      float *ATTN_RESTRICT logits) {
+    const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
+    ATTN__VI qr[ATTN__DACC];
+    ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
+    int nv = Dk / (2 * ATTN__L), h, i, t0;
+    if (nv <= q4)
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            ATTN__UNROLL for (i = 0; i < q4; i++)
+                qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L) : ATTN__VZEROI();
+    for (t0 = 0; t0 < n; t0 += ATTN__L) {
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
+        if (nv <= q4) {
+            for (; t + 2 <= m; t += 2) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part);
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part);
+        } else {
+            for (; t + ATTN__DKT <= m; t += ATTN__DKT)
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part);
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part);
+        }
+        for (; t < ATTN__L; t++)
+            for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
+        for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0,
+                         ATTN__VMUL(ATTN__VTRANSUM(part[h]), ATTN__VSET1(mul)));
+    }
+}
+
+/* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hp heads, pairs of keys at a
+   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart. The
+   2 * hp * nvmax accumulators stay in registers (hp, nvmax constants after inlining). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
+    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int d0, int nv, int hp, int nvmax,
+    int Dv, float *ATTN_RESTRICT o) {
+    ATTN__VF acc[ATTN__DACC];
+    int h, i, t;
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (i = 0; i < 2 * nvmax; i++)
+            acc[h * 2 * nvmax + i] = i < 2 * nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
+    for (t = 0; t < n; t += 2) {
+        ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
+        int two = t + 1 < n;
+        ATTN__UNROLL for (i = 0; i < nvmax; i++) {
+            size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
+            lo[i] = hi[i] = ATTN__VZEROI();
+            if (i < nv) {
+                ATTN__VI a = ATTN__VLOADI(v + at), b = two ? ATTN__VLOADI(v + at + stride) : ATTN__VZEROI();
+                ATTN__VUNPACK_PAIRS(a, b, lo[i], hi[i]);
+            }
+        }
+        ATTN__UNROLL for (h = 0; h < hp; h++) {
+            const uint16_t *ph = p + (size_t)h * ps + t;
+            ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
+            ATTN__UNROLL for (i = 0; i < nvmax; i++)
+                if (i < nv) {
+                    acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
+                    acc[h * 2 * nvmax + 2 * i + 1] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
+                }
+        }
+    }
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (i = 0; i < 2 * nv; i++) ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
+}
+
+/* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
+   heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(const uint16_t *p, int ps, int n,
+                                                                    const uint16_t *v, size_t stride, int Dk,
+                                                                    int Dv, float *ATTN_RESTRICT o) {
+    const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
+    int nv = Dk / w, h, d;
+    if (nv <= seg / 2) {
+        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, stride, 0, nv, 4, seg / 2, Dv, o);
+        return;
+    }
+    for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
+        for (d = 0; d < Dk; d += seg * w)
+            ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, stride, d,
+                                                ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv, o + (size_t)h * Dv);
+}
+
+/* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_probs_bf16)(float *p, int n) {
+    uint16_t *b = (uint16_t *)(void *)p, tail16[ATTN__L];
+    float tail[ATTN__L];
+    int i = 0;
+    for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_BF16(b + i, ATTN__VLOAD(p + i));  /* reads ahead of writes */
+    memcpy(tail, p + i, sizeof(float) * (size_t)(n - i));  /* copies: the row changes type */
+    for (int j = 0; j < n - i; j++) tail16[j] = attn_f32_to_bf16(tail[j]);
+    memcpy(b + i, tail16, sizeof(uint16_t) * (size_t)(n - i));
+}
+
+/* Puts value accumulators of the pair kernels back in order: in each 2L dims, unpacking left
+   dims 8k..8k+3 (the k-th 128-bit lane) in the first vector and 8k+4..8k+7 in the second. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
+    float tmp[2 * ATTN__L];
+    for (int g = 0; g + 2 * ATTN__L <= n; g += 2 * ATTN__L) {
+        float *y = x + g;
+        memcpy(tmp, y, sizeof tmp);
+        for (int k = 0; k < ATTN__L / 4; k++)
+            for (int e = 0; e < 4; e++) {
+                y[8 * k + e] = tmp[4 * k + e];
+                y[8 * k + 4 + e] = tmp[ATTN__L + 4 * k + e];
+            }
+    }
+}
+#endif
+
+/* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
+   from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
+   specialised. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_rows) r, int n, int G4, int Dk,
+                                                int Dv, const attn__decode_scratch *sc, size_t heads, int t) {
     for (int h = 0; h < G4; h += ATTN__HEAD_GROUP) {
-        const float *qh = q + (size_t)h * Dv;
-        float *ph = p + (size_t)h * ATTN__DECODE_PSTRIDE, *oh = o + (size_t)h * Dv;
+        const float *qh = sc->q + (heads + h) * Dv;
+        float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
+#if ATTN__HAS_DOT2
+        if (sc->pairs) {
+            const uint16_t *rows = (const uint16_t *)r.base;
+            if (kind == 0)
+                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride, n, Dk,
+                                                 sc->logit_mul, ph + t);
+            else
+                ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n, rows,
+                                               r.stride, Dk, Dv, oh);
+            continue;
+        }
+#endif
 #define ATTN__DECODE_CASE(DT)                                                                     \
     case DT:                                                                                      \
-        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph);      \
-        else ATTN__FN(attn__decode_pv)(ph, n, r.base, DT, r.stride, Dk, Dv, oh);                  \
+        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t);  \
+        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh);              \
         break;
         switch (r.dt) {
             ATTN__DECODE_CASE(ATTN_F32)
@@ -4241,9 +4407,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                     int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
                     ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
                                                                                    m, Dv, sc->tile);
-                    ATTN__FN(attn__decode_chunk)(kind, r, m, G4, Dk, Dv, sc->q + heads * Dv,
-                                                 sc->p + heads * ATTN__DECODE_PSTRIDE + (cur[k].j - lo) + c,
-                                                 sc->o + heads * Dv);
+                    ATTN__FN(attn__decode_chunk)(kind, r, m, G4, Dk, Dv, sc, heads, (int)(cur[k].j - lo) + c);
                 }
             }
         }
@@ -4285,18 +4449,19 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
 }
 
 /* Queries of the G heads of KV head g as f32 times mul into q[G4][Dv] (padded heads and dims
-   0), output accumulators o[G4][Dv] 0. */
+   0) - or, for the pair kernels, as their bf16 values at the start of each row; output
+   accumulators o[G4][Dv] 0. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
-                                                 float *q, float *o) {
+                                                 int pairs, float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < P->G4; h++) {
         float *qh = q + (size_t)h * Dv;
+        const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
-        if (h < G)
-            ATTN__FN(attn__to_f32)(qh, P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz,
-                                   P->q_dtype, D, mul);
-        if (ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
+        if (h < G && pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
+        else if (h < G) ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
+        if (!pairs && ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
         for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
 }
@@ -4333,22 +4498,34 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     }
     attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
+#if ATTN__HAS_DOT2
+    sc.pairs = P->bf16_dot && ATTN__DOT2_READY();
+    sc.logit_mul = k_mul;
+#endif
     for (g = g0; g < g1; g++) {
         size_t heads = (size_t)(g - g0) * G4;
-        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
+        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.pairs, sc.q + heads * Dv, sc.o + heads * Dv);
     }
     ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
-    for (g = g0; g < g1; g++)
-        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
-                                             sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
+    for (g = g0; g < g1; g++) {
+        float *p = sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE;
+        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo), p,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
+#if ATTN__HAS_DOT2
+        for (h = 0; h < G4 && sc.pairs; h++)
+            ATTN__FN(attn__decode_probs_bf16)(p + (size_t)h * ATTN__DECODE_PSTRIDE, (int)(hi - lo));
+#endif
+    }
     ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
         float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
         float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
         for (h = 0; h < G; h++) {
-            if (ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
+#if ATTN__HAS_DOT2
+            if (sc.pairs) ATTN__FN(attn__decode_unpack_order)(o + (size_t)h * Dv, D);
+#endif
+            if (!sc.pairs && ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
             for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
         }
     }
@@ -4444,6 +4621,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VDOT2
 #undef ATTN__VPAIR_BF16
 #undef ATTN__VPAIR_PROBS
+#undef ATTN__VZEROI
+#undef ATTN__VUNPACK_PAIRS
 #endif
 #endif /* ATTN__KERNEL_PASS */
 

@@ -454,7 +454,7 @@ static void shape_text(const row *r, char *s, size_t n) {
     char causal[8];
     snprintf(causal, sizeof causal, "%s", r->causal ? "causal" : "full");
     if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
-    else if (!strcmp(r->mode, "decode"))
+    else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
     else if (!strcmp(r->mode, "paged-prefill"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d) %s", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
@@ -730,6 +730,51 @@ static attn_status decode_call(void *c) {
                              x->P->lens, x->seqs, x->ver, NULL, x->ws, x->ws_bytes);
 }
 
+/* kv-read: a plain read of the cache in decode's order - per sequence and 512-token partition,
+   each block's keys (all KV heads of a block are one contiguous run), then its values. The
+   blocks are scattered, and on some machines reading them at all is well below the bandwidth
+   of one contiguous array; this is the most a decode kernel that did nothing else could reach. */
+typedef struct { const paged *P; size_t run; int seqs, ctx, bs, T; } kvread_ctx;
+static attn_status kvread_call(void *c) {
+    const kvread_ctx *x = (const kvread_ctx *)c;
+    double sink = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(x->T) schedule(dynamic, 1) reduction(+ : sink)
+#endif
+    for (int s = 0; s < x->seqs; s++)
+        for (int p0 = 0; p0 < x->ctx; p0 += 512)
+            for (int kind = 0; kind < 2; kind++) {
+                const char *base = (const char *)(kind ? x->P->cache.value : x->P->cache.key);
+                const int32_t *tab = x->P->tables + (size_t)s * x->P->per_seq;
+                for (int b = p0 / x->bs; b * x->bs < x->ctx && b * x->bs < p0 + 512; b++)
+                    sink += read_run((const uint32_t *)(const void *)(base + (size_t)tab[b] * x->run), x->run / 4);
+            }
+    g_sink += sink;
+    return ATTN_OK;
+}
+
+/* One kv-read row per thread count, after the decode rows of a cache (whole 256-byte runs only:
+   the read kernel's step). */
+static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv, int reps) {
+    kvread_ctx x;
+    x.P = P; x.run = (size_t)Hk * bs * D * attn_dtype_size(kv); x.seqs = seqs; x.ctx = ctx; x.bs = bs;
+    if (x.run % 256) return;
+    for (int ti = 0; ti < g.threads.n; ti++) {
+        row r = row_new("kv-read", g.threads.v[ti]);
+        void *ws = NULL;
+        stats st;
+        x.T = g.threads.v[ti];
+        r.kv_dtype = attn_dtype_name(kv); r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.kv_len = ctx;
+        r.reps = reps;
+        snprintf(r.version, sizeof r.version, "-");
+        if (!timed_row(&r, kvread_call, &x, &ws, 1, &st)) continue;
+        r.value = (double)seqs * ctx * x.run / bs * 2 / st.median * 1e-9; r.unit = "GB/s";
+        r.pct = r.bw_gbs > 0 ? 100.0 * r.value / r.bw_gbs : 0; r.limit = "bw";
+        snprintf(r.note, sizeof r.note, "plain read of decode's blocks");
+        print_row(&r);
+    }
+}
+
 static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
                          const ilist *dtypes, const ilist *versions, int reps0) {
     paged P;
@@ -779,6 +824,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
         }
         free(q); free(o);
     }
+    if (ok) kvread_rows(&P, H, Hk, D, bs, seqs, ctx, kv, reps0);
     paged_free(&P);
 }
 

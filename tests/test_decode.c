@@ -7,7 +7,12 @@ typedef struct td_case {
     attn_dtype kv_dt, act_dt;
     int alibi, window, sinks;
     float cap, k_scale, v_scale;
+    int f32_out;                 /* 1: f32 output whatever act_dt is (sharper checks) */
+    int f32_probs;               /* exec.f32_probs */
+    double atol;                 /* 0: tu_atol of the output dtype */
 } td_case;
+
+static attn_dtype td_out_dt(const td_case *c) { return c->f32_out ? ATTN_F32 : c->act_dt; }
 
 typedef struct td_data {
     attn_kv_cache cache;
@@ -116,7 +121,7 @@ static void td_free(td_data *d) {
 
 static attn_status td_run(const td_case *c, td_data *d, const attn_exec *e, attn_paged_version ver,
                           void *out, float *lse) {
-    attn_rows q = {d->q, c->act_dt, 0}, o = {out, c->act_dt, 0};
+    attn_rows q = {d->q, c->act_dt, 0}, o = {out, td_out_dt(c), 0};
     size_t bytes = attn_paged_decode_workspace_size(&d->p, e, &d->cache, d->lens, c->num_seqs, ver);
     void *ws = tu_alloc(bytes);
     attn_status st = attn_paged_decode(&d->p, e, q, o, &d->cache, d->tables, d->max_blocks, d->lens,
@@ -130,22 +135,24 @@ static int td_check(const td_case *c, uint64_t seed) {
     attn_isa isas[4];
     int n_isa = tu_isas(isas), fails = 0;
     td_make(c, seed, &d);
-    size_t n_out = (size_t)c->num_seqs * c->H * c->D, esz = attn_dtype_size(c->act_dt);
+    attn_dtype out_dt = td_out_dt(c);
+    size_t n_out = (size_t)c->num_seqs * c->H * c->D, esz = attn_dtype_size(out_dt);
     size_t n_lse = (size_t)c->num_seqs * c->H;
     char *o1 = (char *)tu_alloc(n_out * esz + 1), *o2 = (char *)tu_alloc(n_out * esz + 1);
     char *o3 = (char *)tu_alloc(n_out * esz + 1);
     float *l1 = (float *)tu_alloc(n_lse * 4 + 4), *l2 = (float *)tu_alloc(n_lse * 4 + 4);
     float *l3 = (float *)tu_alloc(n_lse * 4 + 4);
-    double atol = tu_atol(c->act_dt) + (attn__is_fp8(c->kv_dt) ? 0.0 : 0.0);
+    double atol = c->atol > 0 ? c->atol : tu_atol(out_dt);
     for (int k = 0; k < n_isa; k++) {
         attn_exec e1 = tu_exec(isas[k], 1), e2 = tu_exec(isas[k], 2);
         int bad = 0, bad_lse = 0;
+        e1.f32_probs = e2.f32_probs = c->f32_probs;
         if (td_run(c, &d, &e1, ATTN_PAGED_V1, o1, l1) != ATTN_OK ||
             td_run(c, &d, &e2, ATTN_PAGED_V2, o2, l2) != ATTN_OK ||
             td_run(c, &d, &e2, ATTN_PAGED_AUTO, o3, l3) != ATTN_OK) { fails++; continue; }
         size_t worst = 0; double worst_err = -1;
         for (size_t i = 0; i < n_out; i++) {
-            double got = tu_get(o1, c->act_dt, i), err = fabs(got - d.ref_out[i]);
+            double got = tu_get(o1, out_dt, i), err = fabs(got - d.ref_out[i]);
             if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++; if (!(err <= worst_err)) { worst_err = err; worst = i; } }
         }
         for (size_t i = 0; i < n_lse; i++) {
@@ -160,7 +167,7 @@ static int td_check(const td_case *c, uint64_t seed) {
                    "isa=%s: %d bad (worst [%zu] got %.7g want %.7g), %d bad lse, v1/1t vs v2/2t vs "
                    "auto %s\n", c->H, c->Hk, c->D, c->bs, c->num_seqs, attn_dtype_name(c->kv_dt),
                    attn_dtype_name(c->act_dt), c->alibi, c->window, c->cap, c->sinks,
-                   attn_isa_name(isas[k]), bad, worst, worst_err >= 0 ? tu_get(o1, c->act_dt, worst) : 0.0,
+                   attn_isa_name(isas[k]), bad, worst, worst_err >= 0 ? tu_get(o1, out_dt, worst) : 0.0,
                    worst_err >= 0 ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
         }
     }
@@ -226,6 +233,52 @@ TEST(decode_every_kv_and_activation_dtype) {
             fails += td_check(&c, 1300 + (uint64_t)(kv * 4 + act));
         }
     CHECK_EQ_INT(fails, 0);
+}
+
+/* bf16 queries and cache with D a multiple of 32: on a CPU with AVX-512 BF16 the avx512 runs
+   take the bf16 pair kernels. The output is f32 so the check is sharp: every probability is
+   rounded to bf16 (relative error <= 2^-9) and |v| <= 1, so |out - ref| <= 2^-9 plus f32
+   rounding; the lse must stay f32-exact. Block sizes 1 and 3 and an odd window start pairs of
+   keys at odd positions and across blocks; f32_probs = 1 runs the f32 kernels on the same
+   inputs, to the f32 tolerance. */
+TEST(decode_bf16_pair_kernels) {
+    const int Ds[] = {32, 64, 96, 128, 192, 256, 512}, bss[] = {16, 3, 1};
+    int lens[5] = {1100, 2, 0, 17, 513}, fails = 0;
+    for (int i = 0; i < 7; i++)
+        for (int opt = 0; opt < 6; opt++)
+            for (int f32_probs = 0; f32_probs < 2; f32_probs++) {
+                td_case c = td_base();
+                c.H = 8; c.Hk = opt % 3 == 0 ? 2 : opt % 3 == 1 ? 8 : 1; c.D = Ds[i];
+                c.bs = bss[opt % 3]; c.num_seqs = 5; c.lens = lens;
+                c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1; c.f32_probs = f32_probs;
+                c.alibi = opt == 1 || opt == 4; c.window = opt == 2 ? 7 : opt == 5 ? 600 : 0;
+                c.cap = opt == 3 ? 3.0f : 0.0f; c.sinks = opt >= 3;
+                c.atol = f32_probs ? 0.0 : ldexp(1.0, -9) + 2e-5;
+                if (Ds[i] >= 192 && opt % 2) continue;  /* keep the big heads quick */
+                fails += td_check(&c, 1500 + (uint64_t)(i * 16 + opt * 2 + f32_probs));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* The pair kernels do run where the CPU has them: their outputs differ from the f32 kernels'
+   in the last bits (the checks above hold either way, so without this a path that silently
+   fell back would pass). */
+TEST(decode_bf16_pair_kernels_are_taken) {
+    if (!attn_isa_supported(ATTN_ISA_AVX512) || !strstr(attn_cpu_features(), "avx512bf16=yes")) return;
+    int lens[2] = {700, 65};
+    td_case c = td_base();
+    c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1;
+    td_data d;
+    td_make(&c, 1600, &d);
+    size_t n = (size_t)2 * c.H * c.D;
+    float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
+    attn_exec e = tu_exec(ATTN_ISA_AVX512, 1);
+    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
+    e.f32_probs = 1;
+    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
+    CHECK_MSG(memcmp(a, b, n * 4) != 0, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
+    free(a); free(b);
+    td_free(&d);
 }
 
 /* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise). */
@@ -334,5 +387,6 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_vector_fp8_matches_scalar_all_codes),                                   \
     ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
     ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
+    ATTN_TEST_ENTRY(decode_bf16_pair_kernels), ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken), \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
     ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)
