@@ -738,17 +738,19 @@ typedef struct { const paged *P; size_t run; int seqs, ctx, bs, T; } kvread_ctx;
 static attn_status kvread_call(void *c) {
     const kvread_ctx *x = (const kvread_ctx *)c;
     double sink = 0;
+    int parts = (x->ctx + 511) / 512;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(x->T) schedule(dynamic, 1) reduction(+ : sink)
 #endif
-    for (int s = 0; s < x->seqs; s++)
-        for (int p0 = 0; p0 < x->ctx; p0 += 512)
-            for (int kind = 0; kind < 2; kind++) {
-                const char *base = (const char *)(kind ? x->P->cache.value : x->P->cache.key);
-                const int32_t *tab = x->P->tables + (size_t)s * x->P->per_seq;
-                for (int b = p0 / x->bs; b * x->bs < x->ctx && b * x->bs < p0 + 512; b++)
-                    sink += read_run((const uint32_t *)(const void *)(base + (size_t)tab[b] * x->run), x->run / 4);
-            }
+    for (int u = 0; u < x->seqs * parts; u++) {  /* units of (sequence, partition), as v2 */
+        const int32_t *tab = x->P->tables + (size_t)(u / parts) * x->P->per_seq;
+        int p0 = u % parts * 512;
+        for (int kind = 0; kind < 2; kind++) {
+            const char *base = (const char *)(kind ? x->P->cache.value : x->P->cache.key);
+            for (int b = p0 / x->bs; b * x->bs < x->ctx && b * x->bs < p0 + 512; b++)
+                sink += read_run((const uint32_t *)(const void *)(base + (size_t)tab[b] * x->run), x->run / 4);
+        }
+    }
     g_sink += sink;
     return ATTN_OK;
 }
