@@ -3180,7 +3180,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VZEROI() _mm512_setzero_si512()
 /* rows a and b (2L bf16 each) as pairs (a_i, b_i): lo has the first half of each 128-bit lane,
    hi the second (see attn__decode_unpack_order) */
-#define ATTN__VUNPACK_PAIRS(a, b, lo, hi) ((lo) = _mm512_unpacklo_epi16((a), (b)), (hi) = _mm512_unpackhi_epi16((a), (b)))
+#define ATTN__VUNPACK_PAIRS(a, b, lo, hi)                                                         \
+    ((lo) = _mm512_unpacklo_epi16((a), (b)), (hi) = _mm512_unpackhi_epi16((a), (b)))
 
 /* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs. */
 ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b, int n) {
@@ -3360,8 +3361,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
    tanh; so no clamp from above (x may exceed 0 by rounding: e^x stays finite up to 88).
    Cody-Waite range reduction to r in [-ln2/2, ln2/2], a degree-6 minimax polynomial, scaled by
    2^n: within 2.1 ulp of e^x over [-87, 0] (the degree-7 Taylor it replaced: 1.7 ulp, and one
-   FMA more). Results below e^-87 are 0, so
-   exp(-inf) = 0 exactly; a NaN x gives e^-87 on every ISA (max takes the second operand). */
+   FMA more). Results below e^-87 are 0, so exp(-inf) = 0 exactly; a NaN x gives e^-87 on every
+   ISA (max takes the second operand). */
 ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vexp)(ATTN__VF x) {
     const float magic = 12582912.0f;  /* 1.5 * 2^23: adding it rounds to nearest even */
     ATTN__VF xc = ATTN__VMAX(x, ATTN__VSET1(-87.0f));
@@ -4221,7 +4222,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
             if (i < nv) {
                 ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
                 ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
-                    ATTN__VI qv = qr ? qr[h * nvmax + i] : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
+                    ATTN__VI qv = qr ? qr[h * nvmax + i]
+                                     : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
                     acc[h][c] = ATTN__VDOT2(acc[h][c], kv, qv);
                 }
             }
@@ -4245,12 +4247,14 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
         if (nv <= q4) {
-            for (; t + 2 <= m; t += 2) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part);
+            for (; t + 2 <= m; t += 2)
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part);
             for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part);
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part);
+            for (; t < m; t++)
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part);
         }
         for (; t < ATTN__L; t++)
             for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
@@ -4293,7 +4297,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
         }
     }
     ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (i = 0; i < 2 * nv; i++) ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
+        ATTN__UNROLL for (i = 0; i < 2 * nv; i++)
+            ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
 /* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
@@ -4318,8 +4323,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_probs_bf16)(float *p, int n) {
     uint16_t *b = (uint16_t *)(void *)p, tail16[ATTN__L];
     float tail[ATTN__L];
     int i = 0;
-    for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_BF16(b + i, ATTN__VLOAD(p + i));  /* reads ahead of writes */
-    memcpy(tail, p + i, sizeof(float) * (size_t)(n - i));  /* copies: the row changes type */
+    /* vectors: each is read before its bytes are written; the tail through copies, as the
+       row changes type under it */
+    for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_BF16(b + i, ATTN__VLOAD(p + i));
+    memcpy(tail, p + i, sizeof(float) * (size_t)(n - i));
     for (int j = 0; j < n - i; j++) tail16[j] = attn_f32_to_bf16(tail[j]);
     memcpy(b + i, tail16, sizeof(uint16_t) * (size_t)(n - i));
 }
@@ -4457,10 +4464,12 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < P->G4; h++) {
         float *qh = q + (size_t)h * Dv;
-        const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
-        if (h < G && pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
-        else if (h < G) ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
+        if (h < G) {
+            const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
+            if (pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
+            else ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
+        }
         if (!pairs && ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
         for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
@@ -4525,7 +4534,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
 #if ATTN__HAS_DOT2
             if (sc.pairs) ATTN__FN(attn__decode_unpack_order)(o + (size_t)h * Dv, D);
 #endif
-            if (!sc.pairs && ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
+            if (!sc.pairs && ATTN__FN(attn__decode_paired)(P))
+                ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
             for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
         }
     }
