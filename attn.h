@@ -1202,7 +1202,7 @@ typedef struct attn__decode_plan {
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
     int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
-    int bf16_dot;                /* bf16 q and cache, D % 32 == 0: eligible for the pair kernels */
+    int bf16_pairs;              /* bf16 q and cache, D % 32 == 0: eligible for the pair kernels */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
@@ -1214,9 +1214,6 @@ typedef struct attn__decode_scratch {
     float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
     float *o;       /* [span][G4][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
-    int pairs;      /* this partition runs the bf16 pair kernels: q holds bf16 queries, and p
-                       bf16 probabilities once the softmax is done */
-    float logit_mul; /* ... and the logits take the scale after the dot products */
 } attn__decode_scratch;
 
 ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base, attn__decode_scratch *s) {
@@ -1226,7 +1223,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
     float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
-    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; s->pairs = 0; s->logit_mul = 1.0f; }
+    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
     return (size_t)(c - base);
 }
 
@@ -1263,13 +1260,14 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    two GEMMs of each key tile to oneDNN matmul primitives, transposed so that their results
    land in the native kernels' layout (query rows in lanes) with plain destinations:
        S^T[KT][M] = K[KT][D] . Q[M][D]^T      O^T[D][M] += V[KT][D]^T . P^T[KT][M]
-   M (the plan's padded rows per item) is fixed per call and a tile's key count is padded with zeros to the next multiple
-   of 32, so a call needs at most 8 shapes (a tile's shape depends only on its own key count,
-   never on the batch). A call creates their primitives once (oneDNN's primitive cache makes a
-   repeated shape a cache hit) and, per thread, one stream and memory objects bound to that
-   thread's scratch; all of it after validation, all of it destroyed before the call returns:
-   no global state, nothing to leak. The GEMM operands are packed per tile: strided views of the
-   caller's rows would skip the copy but move oneDNN 2.6 from brgemm to a slower gemm kernel.
+   M (the plan's padded rows per item) is fixed per call and a tile's key count is padded with
+   zeros to the next multiple of 32, so a call needs at most 8 shapes (a tile's shape depends
+   only on its own key count, never on the batch). A call creates their primitives once
+   (oneDNN's primitive cache makes a repeated shape a cache hit) and, per thread, one stream
+   and memory objects bound to that thread's scratch; all of it after validation, all of it
+   destroyed before the call returns: no global state, nothing to leak. The GEMM operands are
+   packed per tile: strided views of the caller's rows would skip the copy but move oneDNN 2.6
+   from brgemm to a slower gemm kernel.
    Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
    inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
    driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
@@ -1861,6 +1859,8 @@ ATTN__PRIVATE attn_status attn__offsets_check(const int32_t *cu, int n) {
 }
 
 ATTN__PRIVATE int attn__tile_tokens(int G) { return ATTN__MAX(1, ATTN__QUERY_ROWS / G); }
+/* Prefill's head size padded to whole micro-tiles of every ISA (Dp). */
+ATTN__PRIVATE int attn__padded_dims(int D) { return (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR; }
 ATTN__PRIVATE int attn__rows_cap(int G) {
     int rows = attn__tile_tokens(G) * G;
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
@@ -1872,7 +1872,7 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, const attn_ex
                                              size_t *scratch_bytes) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
-    int Dp = (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
+    int Dp = attn__padded_dims(D);
     size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
     int threads = attn_exec_threads(exec);
 #ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
@@ -1896,7 +1896,7 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     float scale = attn__scale(p);
     int64_t items = 0;
     P->H = p->num_heads; P->Hk = p->num_kv_heads; P->G = P->H / P->Hk; P->D = p->head_size;
-    P->Dp = (P->D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
+    P->Dp = attn__padded_dims(P->D);
     P->causal = causal != 0; P->window = p->sliding_window;
     P->cap = p->logits_soft_cap;
     P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;  /* scores come out as s or s/cap */
@@ -1913,11 +1913,17 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     return items > 0x7fffffff ? -1 : items;
 }
 
-/* bf16 queries, keys and values with an even head size can take the bf16 dot-product kernels
-   (when the ISA has them and the caller did not ask for f32 probabilities). */
+/* bf16 queries with bf16 keys and values may take the bf16 dot-product kernels, unless the
+   caller asked for f32 probabilities; each kernel family adds its own shape rules, and runs
+   them only on an ISA that has them. */
+ATTN__PRIVATE int attn__bf16_pairs_allowed(attn_dtype q, attn_dtype kv, const attn_exec *exec) {
+    return q == ATTN_BF16 && kv == ATTN_BF16 && !(exec && exec->f32_probs);
+}
+
+/* Prefill's pair kernels: unit scales and an even head size. */
 ATTN__PRIVATE void attn__prefill_plan_pairs(attn__prefill_plan *P, const attn_exec *exec) {
-    P->bf16_pairs = P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->k_scale == 1.0f &&
-                    P->v_scale == 1.0f && P->D % 2 == 0 && !(exec && exec->f32_probs);
+    P->bf16_pairs = attn__bf16_pairs_allowed(P->q_dtype, P->kv_dtype, exec) && P->k_scale == 1.0f &&
+                    P->v_scale == 1.0f && P->D % 2 == 0;
 }
 
 typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
@@ -2655,7 +2661,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const at
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = max_blocks;
     P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
-    P->bf16_dot = q.dtype == ATTN_BF16 && cache->dtype == ATTN_BF16 && D % 32 == 0 && !(exec && exec->f32_probs);
+    P->bf16_pairs = attn__bf16_pairs_allowed(q.dtype, cache->dtype, exec) && D % 32 == 0;
     attn__decode_choose_span(P, version, attn_exec_threads(exec));
     return ATTN_OK;
 }
@@ -2960,7 +2966,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                                           f.decode_lens, f.decodes, ATTN_PAGED_V1, NULL,
                                           (char *)ws + decode_at, ws_bytes - decode_at));
     }
-    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);  /* spans <= Hk */
+    /* decode items are decodes x spans, and spans <= Hk */
+    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
     ATTN__TRY(attn__gemm_begin(&ex, &pre, pre_items, &call));  /* before any write */
     if (f.slots) {  /* validates every slot before writing any */
         attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
@@ -3665,8 +3672,9 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     if (pairs) {  /* pair c/2 overwrites row c/2, which has been read already */
         for (c = 0; c < n; c += 2) {
             ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), exp_mul, neg_ref));
-            ATTN__VF e1 = c + 1 < n ? ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), exp_mul, neg_ref))
-                                    : ATTN__VZERO();
+            ATTN__VF e1 = ATTN__VZERO();
+            if (c + 1 < n)
+                e1 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), exp_mul, neg_ref));
             ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
             sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));  /* unrounded: the lse stays f32-exact */
         }
@@ -3943,12 +3951,22 @@ typedef struct ATTN__FN(attn__decode_rows) {
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) { return P->D % ATTN__L == 0; }
 
-/* bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each whole
-   group of 2L elements, the even ones, then the odd ones. The queries are put into that order
-   (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product only
-   sums in another order and the outputs are in place. */
-ATTN__PRIVATE int ATTN__FN(attn__decode_paired)(const attn__decode_plan *P) {
-    return P->kv_dtype == ATTN_BF16 && ATTN__FN(attn__decode_in_place)(P);
+/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
+#if ATTN__HAS_DOT2
+    return P->bf16_pairs && ATTN__DOT2_READY();
+#else
+    (void)P;
+    return 0;
+#endif
+}
+
+/* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
+   whole group of 2L elements, the even ones, then the odd ones. The queries are put into that
+   order (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product
+   only sums in another order and the outputs are in place. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_even_odd)(const attn__decode_plan *P) {
+    return P->kv_dtype == ATTN_BF16 && ATTN__FN(attn__decode_in_place)(P) && !ATTN__FN(attn__decode_pairs)(P);
 }
 ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     float tmp[2 * ATTN__L];
@@ -4350,17 +4368,18 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
    specialised. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(int kind, ATTN__FN(attn__decode_rows) r, int n, int G4, int Dk,
-                                                int Dv, const attn__decode_scratch *sc, size_t heads, int t) {
-    for (int h = 0; h < G4; h += ATTN__HEAD_GROUP) {
+ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r,
+                                                int n, int Dk, const attn__decode_scratch *sc, size_t heads, int t) {
+    int Dv = P->Dv;
+    for (int h = 0; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
 #if ATTN__HAS_DOT2
-        if (sc->pairs) {
+        if (ATTN__FN(attn__decode_pairs)(P)) {  /* the queries are unscaled: the logits take it */
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride, n, Dk,
-                                                 sc->logit_mul, ph + t);
+                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), ph + t);
             else
                 ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n, rows,
                                                r.stride, Dk, Dv, oh);
@@ -4414,7 +4433,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                     int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
                     ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
                                                                                    m, Dv, sc->tile);
-                    ATTN__FN(attn__decode_chunk)(kind, r, m, G4, Dk, Dv, sc, heads, (int)(cur[k].j - lo) + c);
+                    ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c);
                 }
             }
         }
@@ -4459,8 +4478,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
    0) - or, for the pair kernels, as their bf16 values at the start of each row; output
    accumulators o[G4][Dv] 0. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
-                                                 int pairs, float *q, float *o) {
-    int G = P->G, D = P->D, Dv = P->Dv, h, d;
+                                                 float *q, float *o) {
+    int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < P->G4; h++) {
         float *qh = q + (size_t)h * Dv;
@@ -4470,13 +4489,13 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
             if (pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
             else ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
         }
-        if (!pairs && ATTN__FN(attn__decode_paired)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
+        if (ATTN__FN(attn__decode_even_odd)(P)) ATTN__FN(attn__decode_pair_order)(qh, D, 1);
         for (d = 0; d < Dv; d++) o[(size_t)h * Dv + d] = 0.0f;
     }
 }
 
-/* The partial results of KV head g from its logits p[G4][PSTRIDE] (softmax in place, m and l
-   out) and, after the values, from its accumulators o[G4][Dv]. */
+/* The softmax of KV head g's logits p[G4][PSTRIDE], in place and as the value pass reads it
+   (bf16 for the pair kernels); m and l go to its partial results. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g, int64_t pos,
                                                         int64_t lo, int n, float *p, float *partial) {
     int G = P->G, h, c;
@@ -4485,6 +4504,18 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
                                        &partial[h], &partial[G + h]);
     for (h = G; h < P->G4; h++)  /* padded heads contribute nothing */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
+#if ATTN__HAS_DOT2
+    for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P); h++)
+        ATTN__FN(attn__decode_probs_bf16)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n);
+#endif
+}
+
+/* A head's value accumulators back in dimension order, from the order its kernels left. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_restore_order)(const attn__decode_plan *P, float *o) {
+#if ATTN__HAS_DOT2
+    if (ATTN__FN(attn__decode_pairs)(P)) ATTN__FN(attn__decode_unpack_order)(o, P->D);
+#endif
+    if (ATTN__FN(attn__decode_even_odd)(P)) ATTN__FN(attn__decode_pair_order)(o, P->D, 0);
 }
 
 /* One partition of sequence seq for KV heads [g0, g1): keys block by block (all the heads of a
@@ -4507,35 +4538,22 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     }
     attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
-#if ATTN__HAS_DOT2
-    sc.pairs = P->bf16_dot && ATTN__DOT2_READY();
-    sc.logit_mul = k_mul;
-#endif
     for (g = g0; g < g1; g++) {
         size_t heads = (size_t)(g - g0) * G4;
-        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.pairs, sc.q + heads * Dv, sc.o + heads * Dv);
+        ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
     ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
-    for (g = g0; g < g1; g++) {
-        float *p = sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE;
-        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo), p,
+    for (g = g0; g < g1; g++)
+        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
+                                             sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
-#if ATTN__HAS_DOT2
-        for (h = 0; h < G4 && sc.pairs; h++)
-            ATTN__FN(attn__decode_probs_bf16)(p + (size_t)h * ATTN__DECODE_PSTRIDE, (int)(hi - lo));
-#endif
-    }
     ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
         float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
         float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
         for (h = 0; h < G; h++) {
-#if ATTN__HAS_DOT2
-            if (sc.pairs) ATTN__FN(attn__decode_unpack_order)(o + (size_t)h * Dv, D);
-#endif
-            if (!sc.pairs && ATTN__FN(attn__decode_paired)(P))
-                ATTN__FN(attn__decode_pair_order)(o + (size_t)h * Dv, D, 0);
+            ATTN__FN(attn__decode_restore_order)(P, o + (size_t)h * Dv);
             for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
         }
     }

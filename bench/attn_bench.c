@@ -206,6 +206,11 @@ static peak_kind peak_choice(void) {
 #endif
     return PEAK_GENERIC;
 }
+/* GFLOP/s of T threads that each ran `iters` iterations of fma_run(k) in t seconds. */
+static double fma_gflops(peak_kind k, int T, long iters, double t) {
+    static const double flops_per_iter[3] = {48 * 2, 12 * 8 * 2, 12 * 16 * 2};
+    return (double)T * (double)iters * flops_per_iter[k] / t * 1e-9;
+}
 static float fma_run(peak_kind k, long iters) {
 #if BENCH_X86
     if (k == PEAK_AVX512) return fma_avx512(iters);
@@ -259,7 +264,6 @@ static void measure_limits(limits *L, int T) {
     L->threads = T;
     peak_kind pk = peak_choice();
     static const char *pk_name[3] = {"generic", "avx2", "avx512"};
-    static const double flops_per_iter[3] = {48 * 2, 12 * 8 * 2, 12 * 16 * 2};
     L->fma_isa = pk_name[pk];
 #if BENCH_X86
     L->bw_isa = pk_name[pk];
@@ -290,7 +294,7 @@ static void measure_limits(limits *L, int T) {
         g_sink += sink;
     }
     L->fma_t = stats_of(t, L->fma_reps);
-    L->gflops = (double)T * (double)iters * flops_per_iter[pk] / L->fma_t.best * 1e-9;
+    L->gflops = fma_gflops(pk, T, iters, L->fma_t.best);
     L->pk = pk;
     L->sample_iters = iters / 10 > 0 ? iters / 10 : 1;
 
@@ -328,7 +332,6 @@ static void measure_limits(limits *L, int T) {
    VM within minutes), so each kernel is compared with the limits measured alongside it. */
 typedef struct { double gflops, gbs; } limits_now;
 static limits_now sample_limits(const limits *L) {
-    static const double flops_per_iter[3] = {48 * 2, 12 * 8 * 2, 12 * 16 * 2};
     limits_now n = {L->gflops, L->gbs};
     if (L->given || !L->buf) return n;
     double sink = 0, t0 = now_s();
@@ -337,7 +340,7 @@ static limits_now sample_limits(const limits *L) {
 #pragma omp parallel num_threads(T) reduction(+ : sink)
 #endif
     sink += fma_run(L->pk, L->sample_iters);
-    n.gflops = (double)T * (double)L->sample_iters * flops_per_iter[L->pk] / (now_s() - t0) * 1e-9;
+    n.gflops = fma_gflops(L->pk, T, L->sample_iters, now_s() - t0);
     t0 = now_s();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(T) reduction(+ : sink)
@@ -748,7 +751,8 @@ static attn_status kvread_call(void *c) {
         for (int kind = 0; kind < 2; kind++) {
             const char *base = (const char *)(kind ? x->P->cache.value : x->P->cache.key);
             for (int b = p0 / x->bs; b * x->bs < x->ctx && b * x->bs < p0 + 512; b++)
-                sink += read_run((const uint32_t *)(const void *)(base + (size_t)tab[b] * x->run), x->run / 4);
+                sink += read_run((const uint32_t *)(const void *)(base + (size_t)tab[b] * x->run),
+                                 x->run / 4);
         }
     }
     g_sink += sink;
@@ -757,7 +761,8 @@ static attn_status kvread_call(void *c) {
 
 /* One kv-read row per thread count, after the decode rows of a cache (whole 256-byte runs only:
    the read kernel's step). */
-static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv, int reps) {
+static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
+                        int reps) {
     kvread_ctx x;
     x.P = P; x.run = (size_t)Hk * bs * D * attn_dtype_size(kv); x.seqs = seqs; x.ctx = ctx; x.bs = bs;
     if (x.run % 256) return;
@@ -766,8 +771,8 @@ static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, 
         void *ws = NULL;
         stats st;
         x.T = g.threads.v[ti];
-        r.kv_dtype = attn_dtype_name(kv); r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.kv_len = ctx;
-        r.reps = reps;
+        r.kv_dtype = attn_dtype_name(kv); r.H = H; r.Hk = Hk; r.D = D; r.bs = bs;
+        r.seqs = seqs; r.kv_len = ctx; r.reps = reps;
         snprintf(r.version, sizeof r.version, "-");
         if (!timed_row(&r, kvread_call, &x, &ws, 1, &st)) continue;
         r.value = (double)seqs * ctx * x.run / bs * 2 / st.median * 1e-9; r.unit = "GB/s";
@@ -820,7 +825,8 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                 r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                 r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
-                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s", flops / st.median * 1e-9, r.bw_gbs);
+                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s", flops / st.median * 1e-9,
+                         r.bw_gbs);
                 print_row(&r);
             }
         }
