@@ -3190,25 +3190,32 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VUNPACK_PAIRS(a, b, lo, hi)                                                         \
     ((lo) = _mm512_unpacklo_epi16((a), (b)), (hi) = _mm512_unpackhi_epi16((a), (b)))
 
-/* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs. */
+/* Word indices for a word permute that interleaves: word 2k takes word k, word 2k+1 takes
+   word second + k (of the pair of sources, for the two-source permute). */
+ATTN__PRIVATE ATTN__INLINE __m512i attn__interleave_index__avx512(short second) {
+    const __m512i k = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
+                                       7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_mask_add_epi16(k, 0xaaaaaaaau, k, _mm512_set1_epi16(second));
+}
+/* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs, 32 at a time by two-source
+   word permutes (a's words are 0-31, b's 32-63). */
 ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b, int n) {
+    const __m512i first = attn__interleave_index__avx512(32);
+    const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(16));
     int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)));
-        __m512i y = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + i)));
-        _mm512_storeu_si512((void *)(dst + i), _mm512_or_si512(x, _mm512_slli_epi32(y, 16)));
+    for (; i + 32 <= n; i += 32) {
+        __m512i x = _mm512_loadu_si512((const void *)(a + i)), y = _mm512_loadu_si512((const void *)(b + i));
+        _mm512_storeu_si512((void *)(dst + i), _mm512_permutex2var_epi16(x, first, y));
+        _mm512_storeu_si512((void *)(dst + i + 16), _mm512_permutex2var_epi16(x, second, y));
     }
     for (; i < n; i++) dst[i] = a[i] | (uint32_t)b[i] << 16;
 }
-/* Rounds two vectors of probabilities (finite, >= 0) to bf16, RNE, and stores them as pairs
-   (lo in the low half). */
-ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, __m512 hi) {
-    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    __m512i a = _mm512_castps_si512(lo), b = _mm512_castps_si512(hi);
-    a = _mm512_add_epi32(a, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(a, 16), one)));
-    b = _mm512_add_epi32(b, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(b, 16), one)));
-    b = _mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u));
-    _mm512_storeu_si512((void *)dst, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+/* Rounds two vectors of probabilities to bf16 (RNE) and stores them as pairs (lo in the low
+   half). The instruction flushes subnormals, which never occur here: attn__vexp returns 0 or
+   at least e^-87, a normal number. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, __m512 hi) {
+    __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  /* words 0-15: lo, 16-31: hi */
+    _mm512_storeu_si512((void *)dst, _mm512_permutexvar_epi16(attn__interleave_index__avx512(16), halves));
 }
 
 ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__avx512(const void *p, __m512 *ev, __m512 *od) {
@@ -3633,6 +3640,24 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_pairs)(const attn__prefill_plan *P, int s
 }
 #endif
 
+#if ATTN__HAS_DOT2
+/* The exponentials of a tile's n score rows, x * mul - ref, left as bf16 pairs of keys (pair
+   c/2 overwrites row c/2, which has been read already; an odd last key pairs with 0); returns
+   their sum, unrounded, so the lse stays f32-exact. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_RESTRICT s, int rs, int n,
+                                                                   ATTN__VF mul, ATTN__VF neg_ref) {
+    ATTN__VF sum = ATTN__VZERO();
+    for (int c = 0; c < n; c += 2) {
+        ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), mul, neg_ref));
+        ATTN__VF e1 = ATTN__VZERO();
+        if (c + 1 < n) e1 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), mul, neg_ref));
+        ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
+        sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));
+    }
+    return sum;
+}
+#endif
+
 /* Online softmax of one vector of rows over a tile of n keys: scales the scores by score_mul,
    applies cap, ALiBi and the mask (when `masked`), updates the rows' m and l and leaves their
    rescale factor in a. dist0 is the first key's position minus the item's first query position;
@@ -3669,16 +3694,8 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
     ATTN__VF ref = ATTN__VLT_SELECT(m_new, ATTN__VSET1(-FLT_MAX), ATTN__VZERO(), m_new);
     ATTN__VF neg_ref = ATTN__VSUB(ATTN__VZERO(), ref);
 #if ATTN__HAS_DOT2
-    if (pairs) {  /* pair c/2 overwrites row c/2, which has been read already */
-        for (c = 0; c < n; c += 2) {
-            ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), exp_mul, neg_ref));
-            ATTN__VF e1 = ATTN__VZERO();
-            if (c + 1 < n)
-                e1 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), exp_mul, neg_ref));
-            ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
-            sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));  /* unrounded: the lse stays f32-exact */
-        }
-    } else
+    if (pairs) sum = ATTN__FN(attn__exp_pairs)(s, rs, n, exp_mul, neg_ref);
+    else
 #endif
     {
         (void)pairs;
