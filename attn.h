@@ -3737,6 +3737,10 @@ ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int
     int G = P->G, D = P->D, rs = P->rows_cap, r, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
     uint32_t *qt2 = (uint32_t *)(void *)sc->qt;
+    for (r = 0; r < rows; r++) {  /* all lines asked for first: the rows come from memory */
+        const char *src = P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)(g * G + r % G) * D) * qsz;
+        for (d = 0; d < D * (int)qsz; d += 64) ATTN__PREFETCH(src + d);
+    }
     for (r = 0; r < rows_pad; r++) {
         int h = g * G + r % G, real = r < rows;
         const char *src = real ? P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)h * D) * qsz : NULL;
@@ -3777,6 +3781,18 @@ ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int6
                                                int64_t k0, int n) {
     int64_t first = pos0 + r0 / P->G, last = pos0 + (r0 + ATTN__L - 1) / P->G;
     return (P->causal && k0 + n - 1 > first) || (P->window && k0 < last - P->window + 1);
+}
+
+/* Asks for the key and value rows [k0, k0+n) of (sequence, KV head g) to be brought into
+   cache: the next tile's, while the current one is computed. The rows are a few lines each,
+   a whole K/V row (all KV heads) apart, which the hardware prefetcher follows poorly. */
+ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, int seq, int g, int64_t k0, int n) {
+    size_t bytes = (size_t)P->D * attn_dtype_size(P->kv_dtype);
+    for (int c = 0; c < n; c++) {
+        const char *kp, *vp;
+        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
+        for (size_t b = 0; b < bytes; b += 64) { ATTN__PREFETCH(kp + b); ATTN__PREFETCH(vp + b); }
+    }
 }
 
 /* Scores of one tile: S[c][r] for keys [k0, k0+n) by rows [0, rows_pad). */
@@ -3846,6 +3862,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
+        ATTN__FN(attn__prefetch_tile)(P, seq, g, k0 + n, (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0 - n));
         ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)
             ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
