@@ -199,6 +199,31 @@ TEST(simd_bulk_conversions_match_scalar) {
     }
 }
 
+/* Every fp8 code, at several offsets within a vector, decoded by each ISA's vector loops bit
+   for bit as the scalar decoders - NaNs included. */
+TEST(simd_fp8_decode_matches_scalar_for_every_code) {
+    enum { N = 256 * 3 + 37 };
+    static uint8_t codes[N];
+    static float got[N];
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    for (int i = 0; i < N; i++) codes[i] = (uint8_t)(i * 167 + i / 256);  /* every code, shifted each round */
+    for (int k = 0; k < n_isa; k++) {
+        const attn__kernels *K = attn__kernels_for(isas[k]);
+        int bad = 0;
+        for (int dt = ATTN_FP8_E4M3; dt <= ATTN_FP8_E5M2; dt++)
+            for (int off = 0; off < 33; off += 11) {
+                K->to_f32(got, codes + off, (attn_dtype)dt, N - off, 1.0f);
+                for (int i = 0; i < N - off; i++) {
+                    uint8_t c = codes[off + i];
+                    float want = dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c);
+                    if (attn__f32_bits(got[i]) != attn__f32_bits(want)) bad++;
+                }
+            }
+        CHECK_MSG(bad == 0, "isa %s: %d mismatches", attn_isa_name(isas[k]), bad);
+    }
+}
+
 TEST(convert_api_scales_fp8_and_rejects_bad_input) {
     float x[6] = {1.0f, -3.0f, 900.0f, 0.001f, -1e9f, 0.0f}, back[6];
     uint8_t q[6], q2[6];
@@ -412,6 +437,7 @@ TEST(bias_builders_reject_bad_input) {
     ATTN_TEST_ENTRY(encode_round_to_nearest_even_every_midpoint),                                 \
     ATTN_TEST_ENTRY(encode_saturation_nan_and_inf),                                               \
     ATTN_TEST_ENTRY(simd_bulk_conversions_match_scalar),                                          \
+    ATTN_TEST_ENTRY(simd_fp8_decode_matches_scalar_for_every_code),                               \
     ATTN_TEST_ENTRY(convert_api_scales_fp8_and_rejects_bad_input),                                \
     ATTN_TEST_ENTRY(convert_in_place_widening_and_narrowing),                                     \
     ATTN_TEST_ENTRY(isa_detection_and_forced_isa),                                                \
