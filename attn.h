@@ -109,9 +109,10 @@
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
-       bf16 operands with f32 accumulation when q and k/v are bf16 and oneDNN has a bf16 kernel
-       for the CPU. Masks, biases and the online softmax stay ours: same semantics, results within
-       f32 rounding of the native engine. Decode always runs natively (it streams memory; there
+       bf16 operands with f32 accumulation when q and k/v are bf16, exec.f32_probs is 0 and
+       oneDNN has a bf16 kernel for the CPU (P rounded to bf16 for P.V, as in PRECISION).
+       Masks, biases and the online softmax stay ours: same semantics, results within f32
+       rounding of the native engine. Decode always runs natively (it streams memory; there
        is no GEMM to win). oneDNN objects live for one call (nothing global, nothing leaks); a
        oneDNN failure returns ATTN_ERR_BACKEND. oneDNN runs each GEMM on the calling thread only
        (never nested in our threads, never oversubscribing), so determinism holds as below. Use
@@ -1253,6 +1254,13 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
 }
 
+/* bf16 queries with bf16 keys and values may take the bf16 dot-product kernels (or oneDNN's bf16 GEMMs), unless the
+   caller asked for f32 probabilities; each kernel family adds its own shape rules, and runs
+   them only on an ISA that has them. */
+ATTN__PRIVATE int attn__bf16_pairs_allowed(attn_dtype q, attn_dtype kv, const attn_exec *exec) {
+    return q == ATTN_BF16 && kv == ATTN_BF16 && !(exec && exec->f32_probs);
+}
+
 #ifdef ATTN_USE_ONEDNN
 /* ---------------------------------------------------------------------------------------------
    [H] GEMM shim: oneDNN (ATTN_GEMM_ONEDNN, ATTN_BACKEND_IPEX). The oneDNN prefill item
@@ -1276,7 +1284,7 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
    bf16: when queries and keys/values are bf16 (scale 1) and oneDNN has a non-reference bf16
    matmul for this CPU, the GEMMs take bf16 operands as they are (the scale is applied to the
    f32 scores by the primitive) and accumulate in f32; P is rounded to bf16 for P.V. Otherwise
-   (f32/f16/fp8 inputs, or no bf16 hardware path) operands are widened to f32. */
+   (f32/f16/fp8 inputs, exec.f32_probs, or no bf16 hardware path) operands are widened to f32. */
 #ifndef ATTN_USE_OPENMP
 #error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
 #endif
@@ -1528,13 +1536,14 @@ ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
 }
 
 /* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
-ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, int threads) {
+ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P, const attn_exec *exec) {
+    int threads = attn_exec_threads(exec);
     int64_t tiles = (attn__prefill_max_keys(P) + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP;
     int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
     memset(C, 0, sizeof *C);
     C->rows = P->rows_cap; C->threads = threads;
     C->widths = (int)ATTN__MIN((int64_t)ATTN__DNNL_WIDTHS, ATTN__MAX(tiles, (int64_t)1));
-    C->bf16 = P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->k_scale == 1.0f &&
+    C->bf16 = attn__bf16_pairs_allowed(P->q_dtype, P->kv_dtype, exec) && P->k_scale == 1.0f &&
               P->v_scale == 1.0f;
     P->dnnl = C;
     for (t = 0; t < threads; t++) {
@@ -1913,12 +1922,6 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     return items > 0x7fffffff ? -1 : items;
 }
 
-/* bf16 queries with bf16 keys and values may take the bf16 dot-product kernels, unless the
-   caller asked for f32 probabilities; each kernel family adds its own shape rules, and runs
-   them only on an ISA that has them. */
-ATTN__PRIVATE int attn__bf16_pairs_allowed(attn_dtype q, attn_dtype kv, const attn_exec *exec) {
-    return q == ATTN_BF16 && kv == ATTN_BF16 && !(exec && exec->f32_probs);
-}
 
 /* Prefill's pair kernels: unit scales and an even head size. */
 ATTN__PRIVATE void attn__prefill_plan_pairs(attn__prefill_plan *P, const attn_exec *exec) {
@@ -1946,7 +1949,7 @@ ATTN__PRIVATE attn_status attn__gemm_begin(const attn_exec *exec, attn__prefill_
                                            int64_t items, attn__gemm_call *call) {
 #ifdef ATTN_USE_ONEDNN
     if (exec && exec->gemm == ATTN_GEMM_ONEDNN && items > 0)
-        return attn__dnnl_acquire(call, P, attn_exec_threads(exec));
+        return attn__dnnl_acquire(call, P, exec);
 #else
     (void)exec; (void)items; (void)call;
 #endif

@@ -45,6 +45,38 @@ TEST(onednn_matches_native_on_prefill_shapes) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Outputs of dtype dt whose bits differ between a and b. */
+static size_t to_count_diff(const void *a, const void *b, attn_dtype dt, size_t n) {
+    size_t count = 0, esz = attn_dtype_size(dt);
+    for (size_t i = 0; i < n; i++) count += memcmp((const char *)a + i * esz, (const char *)b + i * esz, esz) != 0;
+    return count;
+}
+
+/* exec.f32_probs = 1 keeps bf16 inputs on f32 GEMMs: the bf16 outputs then match the native f32
+   kernels' except where the two summation orders straddle a rounding boundary (rare), while
+   probabilities rounded to bf16 move a large share of them. */
+TEST(onednn_honours_f32_probs) {
+    int lq[1] = {300}, lk[1] = {300};
+    ts_case c; memset(&c, 0, sizeof c);
+    c.H = 8; c.Hk = 2; c.D = 128; c.num_seqs = 1; c.lq = lq; c.lk = lk; c.causal = 1; c.dt = ATTN_BF16;
+    ts_data d;
+    ts_make(&c, 4242, &d);
+    size_t n = (size_t)lq[0] * c.H * c.D;
+    void *native = tu_alloc(n * 2), *exact = tu_alloc(n * 2), *rounded = tu_alloc(n * 2);
+    attn_exec en = tu_exec(ATTN_ISA_AUTO, 2), eo = en;
+    en.f32_probs = 1;
+    eo.gemm = ATTN_GEMM_ONEDNN;
+    CHECK(ts_run(&c, &d, &eo, rounded, NULL) == ATTN_OK);
+    eo.f32_probs = 1;
+    CHECK(ts_run(&c, &d, &en, native, NULL) == ATTN_OK && ts_run(&c, &d, &eo, exact, NULL) == ATTN_OK);
+    size_t off_exact = to_count_diff(native, exact, c.dt, n), off_rounded = to_count_diff(native, rounded, c.dt, n);
+    CHECK_MSG(off_exact * 1000 <= n, "f32_probs = 1: %zu of %zu outputs differ from the f32 kernels", off_exact, n);
+    if (attn__cpu_flags() & ATTN__CPU_AVX512BF16)  /* oneDNN has bf16 kernels here: the test can tell */
+        CHECK_MSG(off_rounded > 10 * off_exact + 10, "bf16 P moved %zu outputs, f32 P %zu", off_rounded, off_exact);
+    free(native); free(exact); free(rounded);
+    ts_free(&d);
+}
+
 TEST(onednn_deterministic_and_leaves_openmp_threads_alone) {
     int lq[2] = {150, 33}, lk[2] = {150, 200};
     ts_case c; memset(&c, 0, sizeof c);
@@ -104,6 +136,7 @@ TEST(onednn_engine_unsupported_without_the_macro) {
 #ifdef ATTN_USE_ONEDNN
 #define TEST_ONEDNN_LIST                                                                          \
     ATTN_TEST_ENTRY(onednn_matches_native_on_prefill_shapes),                                     \
+    ATTN_TEST_ENTRY(onednn_honours_f32_probs),                                                    \
     ATTN_TEST_ENTRY(onednn_deterministic_and_leaves_openmp_threads_alone)
 #else
 #define TEST_ONEDNN_LIST ATTN_TEST_ENTRY(onednn_engine_unsupported_without_the_macro)
