@@ -12,12 +12,14 @@
    Output: markdown table (default), CSV (-o csv, '#' comment lines first) or JSON (-o json).
    Build: make bench  (cc -std=c99 -O3 -fopenmp -I. bench/attn_bench.c -lm). See bench/README.md. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #define ATTN_IMPLEMENTATION
 #include "attn.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -107,8 +109,10 @@ static void progress(const char *fmt, const char *what) {
 
 static void *xalloc(size_t bytes) {
     void *p = NULL;
+    size_t align = getenv("HUGE") && bytes >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
     if (bytes == 0) bytes = 64;
-    if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+    if (posix_memalign(&p, align, bytes) != 0) return NULL;
+    if (align > 64 && madvise(p, bytes, MADV_HUGEPAGE) != 0) perror("madvise");
     return p;
 }
 
