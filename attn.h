@@ -3503,17 +3503,27 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__qk_micro)(const float *ATTN_RESTR
             ATTN__VSTORE(s + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
 
+/* A micro-tile's output accumulators, O[d][r] * alpha[r]; alpha NULL: all the rows' factors
+   are 1 (their max did not move), and the multiply is skipped - x * 1 is x, so no bit changes. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__load_outputs)(const float *ATTN_RESTRICT ot, int rs,
+                                                              const float *ATTN_RESTRICT alpha,
+                                                              ATTN__VF acc[ATTN__MR][ATTN__NV]) {
+    int i, v;
+    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) {
+            acc[i][v] = ATTN__VLOAD(ot + (size_t)i * rs + v * ATTN__L);
+            if (alpha) acc[i][v] = ATTN__VMUL(acc[i][v], ATTN__VLOAD(alpha + v * ATTN__L));
+        }
+}
+
 /* O[d][r] = O[d][r] * alpha[r] + sum_c V_c[d] P[c][r] for MR dims (from d0) by NR rows. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int rs, int n,
                                                           const float *const *vrows, int d0,
                                                           const float *ATTN_RESTRICT alpha,
                                                           float *ATTN_RESTRICT ot) {
-    ATTN__VF acc[ATTN__MR][ATTN__NV], av[ATTN__NV];
+    ATTN__VF acc[ATTN__MR][ATTN__NV];
     int i, v, c;
-    ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) av[v] = ATTN__VLOAD(alpha + v * ATTN__L);
-    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
-            acc[i][v] = ATTN__VMUL(ATTN__VLOAD(ot + (size_t)i * rs + v * ATTN__L), av[v]);
+    ATTN__FN(attn__load_outputs)(ot, rs, alpha, acc);
     for (c = 0; c < n; c++) {
         ATTN__VF pv[ATTN__NV];
         const float *vr = vrows[c] + d0;
@@ -3602,12 +3612,9 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(const uint32_
                                                                    int Dp, int d0,
                                                                    const float *ATTN_RESTRICT alpha,
                                                                    float *ATTN_RESTRICT ot) {
-    ATTN__VF acc[ATTN__MR][ATTN__NV], av[ATTN__NV];
+    ATTN__VF acc[ATTN__MR][ATTN__NV];
     int i, v, c2;
-    ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) av[v] = ATTN__VLOAD(alpha + v * ATTN__L);
-    ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
-            acc[i][v] = ATTN__VMUL(ATTN__VLOAD(ot + (size_t)i * rs + v * ATTN__L), av[v]);
+    ATTN__FN(attn__load_outputs)(ot, rs, alpha, acc);
     for (c2 = 0; c2 < n2; c2++) {
         ATTN__VI pv[ATTN__NV];
         const uint32_t *vr = vt2 + (size_t)c2 * Dp + d0;
@@ -3822,25 +3829,35 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int 
             ATTN__FN(attn__qk_micro)(sc->qt + rb, rs, P->D, sc->krows + c0, sc->s + (size_t)c0 * rs + rb);
 }
 
+/* The rescale factors of row block rb, or NULL when they are all 1 (nothing to rescale). */
+ATTN__PRIVATE const float *ATTN__FN(attn__rescale_of)(const attn__prefill_scratch *sc, int rb) {
+    for (int r = rb; r < rb + ATTN__NR; r++)
+        if (sc->a[r] != 1.0f) return sc->a + rb;
+    return NULL;
+}
+
 /* Outputs after one tile: O = O * alpha + P . V over the tile's n keys. */
 ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
                                                 int pairs, const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
 #if ATTN__HAS_DOT2
     if (pairs) {
-        for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+        for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
+            const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
             for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
                 ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2,
-                                              (const uint32_t *)(const void *)sc->vt, P->Dp, d0,
-                                              sc->a + rb, sc->ot + (size_t)d0 * rs + rb);
+                                              (const uint32_t *)(const void *)sc->vt, P->Dp, d0, alpha,
+                                              sc->ot + (size_t)d0 * rs + rb);
+        }
         return;
     }
 #endif
     (void)pairs;
-    for (rb = 0; rb < rows_pad; rb += ATTN__NR)
+    for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
+        const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
         for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-            ATTN__FN(attn__pv_micro)(sc->s + rb, rs, n, sc->vrows, d0, sc->a + rb,
-                                     sc->ot + (size_t)d0 * rs + rb);
+            ATTN__FN(attn__pv_micro)(sc->s + rb, rs, n, sc->vrows, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
+    }
 }
 
 /* One work item: (sequence, KV head, tile of query tokens), all G query heads of the KV head
