@@ -12,7 +12,7 @@
    Output: markdown table (default), CSV (-o csv, '#' comment lines first) or JSON (-o json).
    Build: make bench  (cc -std=c99 -O3 -fopenmp -I. bench/attn_bench.c -lm). See bench/README.md. */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE  /* madvise */
 #define ATTN_IMPLEMENTATION
 #include "attn.h"
 
@@ -60,6 +60,7 @@ static struct {
     attn_gemm gemm;
     double bw_mib, given_gflops, given_gbs;
     int cap_slow;     /* `all`: a case whose warm-up took > 2 s runs at most 3 reps */
+    int huge_pages, huge_warned;
 } g;
 
 static ilist one(int v) { ilist l; l.n = 1; l.v[0] = v; return l; }
@@ -107,12 +108,19 @@ static void progress(const char *fmt, const char *what) {
     fputc('\n', stderr);
 }
 
+/* --huge-pages: buffers of 4 MiB and more are 2 MiB aligned and advised as huge pages (Linux
+   transparent huge pages, in madvise mode), as an engine may do for its KV cache. */
+#define HUGE_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
 static void *xalloc(size_t bytes) {
     void *p = NULL;
-    size_t align = getenv("HUGE") && bytes >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
+    int huge = g.huge_pages && bytes >= HUGE_MIN;
     if (bytes == 0) bytes = 64;
-    if (posix_memalign(&p, align, bytes) != 0) return NULL;
-    if (align > 64 && madvise(p, bytes, MADV_HUGEPAGE) != 0) perror("madvise");
+    if (posix_memalign(&p, huge ? HUGE_PAGE : 64, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (huge && madvise(p, bytes, MADV_HUGEPAGE) != 0 && !g.huge_warned++)
+        fprintf(stderr, "attn_bench: madvise(MADV_HUGEPAGE) failed: running on normal pages\n");
+#endif
     return p;
 }
 
@@ -443,8 +451,9 @@ static void print_header(void) {
             printf("%slimits on %d threads (given): fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n",
                    c, L->threads, L->gflops, L->gbs);
         else
-            printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), read bandwidth %.1f GB/s (%.0f MiB)\n",
-                   c, L->threads, L->gflops, L->fma_isa, L->gbs, L->bw_bytes / 1048576.0);
+            printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), read bandwidth %.1f GB/s (%.0f MiB%s)\n",
+                   c, L->threads, L->gflops, L->fma_isa, L->gbs, L->bw_bytes / 1048576.0,
+                   g.huge_pages ? ", huge pages" : "");
     }
     if (g.fmt == FMT_CSV) {
         printf("mode,isa,threads,gemm,dtype,kv_dtype,version,causal,H,Hk,D,block_size,seqs,q_len,kv_len,"
@@ -922,6 +931,7 @@ static void usage(FILE *f) {
         "  --limits G,B    skip the measurement: FMA peak G GFLOP/s, bandwidth B GB/s\n"
         "  -o md|csv|json  output format (default md)\n"
         "  --progress      progress lines on stderr\n"
+        "  --huge-pages    advise buffers >= 4 MiB (KV cache, bandwidth array) as huge pages\n"
         "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other modes.\n");
 }
 
@@ -978,6 +988,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "all")) g.modes |= M_ALL, takes = 0;
         else if (!strcmp(a, "--noncausal")) g.causal = 0, takes = 0;
         else if (!strcmp(a, "--progress")) g.progress = 1, takes = 0;
+        else if (!strcmp(a, "--huge-pages")) g.huge_pages = 1, takes = 0;
         else if (!v) ok = 0;
         else if (!strcmp(a, "-t")) ok = parse_list(v, &g.threads, 0);
         else if (!strcmp(a, "-r")) ok = (g.reps = atoi(v)) >= 1 && g.reps <= MAXREPS;
