@@ -451,7 +451,8 @@ static void print_header(void) {
             printf("%slimits on %d threads (given): fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n",
                    c, L->threads, L->gflops, L->gbs);
         else
-            printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), read bandwidth %.1f GB/s (%.0f MiB%s)\n",
+            printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), "
+                   "read bandwidth %.1f GB/s (%.0f MiB%s)\n",
                    c, L->threads, L->gflops, L->fma_isa, L->gbs, L->bw_bytes / 1048576.0,
                    g.huge_pages ? ", huge pages" : "");
     }

@@ -48,7 +48,8 @@ TEST(onednn_matches_native_on_prefill_shapes) {
 /* Outputs of dtype dt whose bits differ between a and b. */
 static size_t to_count_diff(const void *a, const void *b, attn_dtype dt, size_t n) {
     size_t count = 0, esz = attn_dtype_size(dt);
-    for (size_t i = 0; i < n; i++) count += memcmp((const char *)a + i * esz, (const char *)b + i * esz, esz) != 0;
+    for (size_t i = 0; i < n; i++)
+        count += memcmp((const char *)a + i * esz, (const char *)b + i * esz, esz) != 0;
     return count;
 }
 
@@ -69,10 +70,13 @@ TEST(onednn_honours_f32_probs) {
     CHECK(ts_run(&c, &d, &eo, rounded, NULL) == ATTN_OK);
     eo.f32_probs = 1;
     CHECK(ts_run(&c, &d, &en, native, NULL) == ATTN_OK && ts_run(&c, &d, &eo, exact, NULL) == ATTN_OK);
-    size_t off_exact = to_count_diff(native, exact, c.dt, n), off_rounded = to_count_diff(native, rounded, c.dt, n);
-    CHECK_MSG(off_exact * 1000 <= n, "f32_probs = 1: %zu of %zu outputs differ from the f32 kernels", off_exact, n);
+    size_t off_exact = to_count_diff(native, exact, c.dt, n);
+    size_t off_rounded = to_count_diff(native, rounded, c.dt, n);
+    CHECK_MSG(off_exact * 1000 <= n, "f32_probs = 1: %zu of %zu outputs differ from the f32 kernels",
+              off_exact, n);
     if (attn__cpu_flags() & ATTN__CPU_AVX512BF16)  /* oneDNN has bf16 kernels here: the test can tell */
-        CHECK_MSG(off_rounded > 10 * off_exact + 10, "bf16 P moved %zu outputs, f32 P %zu", off_rounded, off_exact);
+        CHECK_MSG(off_rounded > 10 * off_exact + 10, "bf16 P moved %zu outputs, f32 P %zu", off_rounded,
+                  off_exact);
     free(native); free(exact); free(rounded);
     ts_free(&d);
 }
