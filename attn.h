@@ -1233,7 +1233,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
 
 /* Keys [j, j+n) of a sequence, all in block blk. A partition pass can read DECODE_STREAMS
    pieces (scattered blocks) side by side, head by head; on Zen 4 more than one measured no
-   faster (the prefetch of the next pieces already overlaps the block switches). */
+   faster with the next pieces prefetched (f16 slower), nor without. */
 #define ATTN__DECODE_STREAMS 1
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
