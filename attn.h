@@ -1167,6 +1167,13 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
     return lo;
 }
 
+/* Query row r of an item of KV head g whose first token is t0: token t0 + r / G, head
+   g * G + r % G (the G heads of a token are consecutive rows). */
+ATTN__PRIVATE const char *attn__query_row(const attn__prefill_plan *P, int g, int64_t t0, int r) {
+    int64_t token = t0 + r / P->G, head = (int64_t)g * P->G + r % P->G;
+    return P->q + (size_t)(token * P->q_stride + head * P->D) * attn_dtype_size(P->q_dtype);
+}
+
 /* Where key j of (sequence seq, KV head g) of a prefill plan is: its key row and value row. */
 ATTN__PRIVATE void attn__kv_row(const attn__prefill_plan *P, int seq, int g, int64_t j,
                                 const char **kp, const char **vp) {
@@ -3750,16 +3757,16 @@ ATTN__PRIVATE void ATTN__FN(attn__init_rows)(const attn__prefill_plan *P, int g,
 ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int g, int64_t t0,
                                                 int rows, int rows_pad, int pairs,
                                                 const attn__prefill_scratch *sc) {
-    int G = P->G, D = P->D, rs = P->rows_cap, r, d;
+    int D = P->D, rs = P->rows_cap, r, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
     uint32_t *qt2 = (uint32_t *)(void *)sc->qt;
     for (r = 0; r < rows; r++) {  /* all lines asked for first: the rows come from memory */
-        const char *src = P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)(g * G + r % G) * D) * qsz;
+        const char *src = attn__query_row(P, g, t0, r);
         for (d = 0; d < D * (int)qsz; d += 64) ATTN__PREFETCH(src + d);
     }
     for (r = 0; r < rows_pad; r++) {
-        int h = g * G + r % G, real = r < rows;
-        const char *src = real ? P->q + (size_t)((t0 + r / G) * P->q_stride + (int64_t)h * D) * qsz : NULL;
+        int real = r < rows;
+        const char *src = real ? attn__query_row(P, g, t0, r) : NULL;
         if (pairs) {
             const uint16_t *q16 = (const uint16_t *)(const void *)src;
             for (d = 0; d < D / 2; d++)
@@ -3929,11 +3936,10 @@ ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_kv)(const attn__prefill_plan *P, int
 /* The item's queries: f32 pre-scaled, or (bf16 mode) bf16 as they are; rows >= rows are 0. */
 ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_q)(const attn__prefill_plan *P, int bf16, int64_t t0,
                                                int g, int rows, int M, float *ATTN_RESTRICT q) {
-    int G = P->G, D = P->D;
-    size_t qsz = attn_dtype_size(P->q_dtype), esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    int D = P->D;
+    size_t esz = bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int r = 0; r < rows; r++) {
-        int64_t t = t0 + r / G;
-        const char *src = P->q + (size_t)(t * P->q_stride + (int64_t)(g * G + r % G) * D) * qsz;
+        const char *src = attn__query_row(P, g, t0, r);
         if (bf16) memcpy((char *)q + (size_t)r * D * esz, src, (size_t)D * esz);
         else ATTN__FN(attn__to_f32)(q + (size_t)r * D, src, P->q_dtype, D, P->q_mul);
     }
@@ -4122,6 +4128,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
     *b = ATTN__FN(attn__decode_load)(base, dt, i + ATTN__L);
 }
 
+/* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk, cleared, then
+   left as the per-lane partials part[h][(t + c) % L] that attn__decode_dots_heads reduces. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp, int nk) {
+    int h, c;
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+}
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT], int hp, int t, int nk,
+                                                                    ATTN__VF part[][ATTN__L]) {
+    int h, c;
+    ATTN__UNROLL for (h = 0; h < hp; h++)
+        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+}
+
 /* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk, the
    queries read from L1 (any head size). Each key row is read whole before the next. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
@@ -4130,8 +4150,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
                                                                  ATTN__VF part[][ATTN__L]) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, d;
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
     ATTN__UNROLL for (c = 0; c < nk; c++) {
         const size_t row = (size_t)(t + c) * stride;
         for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
@@ -4148,8 +4167,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
                 acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
         }
     }
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
 /* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
@@ -4159,8 +4177,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
                                                                      int t, int nk, ATTN__VF part[][ATTN__L]) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
     ATTN__UNROLL for (c = 0; c < nk; c++)
         ATTN__UNROLL for (i = 0; i < nvmax; i += 2) {
             const size_t at = (size_t)(t + c) * stride + (size_t)i * ATTN__L;
@@ -4176,8 +4193,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
                 ATTN__UNROLL for (h = 0; h < hp; h++) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
             }
         }
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
 }
 
 /* logits[h][t] = q_h . k_t (t < n) for hp heads, the queries in registers (reg: nv <= nvmax
@@ -4303,8 +4319,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
     int t, int nk, ATTN__VF part[][ATTN__L]) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
     ATTN__UNROLL for (c = 0; c < nk; c++)
         ATTN__UNROLL for (i = 0; i < nvmax; i++)
             if (i < nv) {
@@ -4315,8 +4330,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
                     acc[h][c] = ATTN__VDOT2(acc[h][c], kv, qv);
                 }
             }
-    ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
 /* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
