@@ -4142,6 +4142,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
         ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
 
+/* logits[h][0, L) = mul * the lane sums of part[h][0, m) for hp heads (lanes m.. cleared first):
+   one transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L], int hp, int m,
+                                                                     float mul, float *ATTN_RESTRICT logits) {
+    int h, t;
+    for (t = m; t < ATTN__L; t++)
+        for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
+    for (h = 0; h < hp; h++) {
+        ATTN__VF sums = ATTN__VTRANSUM(part[h]);
+        if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
+        ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
+    }
+}
+
 /* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk, the
    queries read from L1 (any head size). Each key row is read whole before the next. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
@@ -4219,10 +4233,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
         for (; t + ATTN__DKT <= m; t += ATTN__DKT) { ATTN__DOTS_STEP(ATTN__DKT); }
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
-        for (; t < ATTN__L; t++)
-            for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
-        for (h = 0; h < hp; h++)
-            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0, ATTN__VTRANSUM(part[h]));
+        ATTN__FN(attn__decode_reduce_parts)(part, hp, m, 1.0f, logits + t0);
     }
 }
 
@@ -4358,11 +4369,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
             for (; t < m; t++)
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part);
         }
-        for (; t < ATTN__L; t++)
-            for (h = 0; h < ATTN__HEAD_GROUP; h++) part[h][t] = ATTN__VZERO();
-        for (h = 0; h < ATTN__HEAD_GROUP; h++)
-            ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE + t0,
-                         ATTN__VMUL(ATTN__VTRANSUM(part[h]), ATTN__VSET1(mul)));
+        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, m, mul, logits + t0);
     }
 }
 
