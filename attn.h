@@ -1079,6 +1079,11 @@ typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_sour
 #define ATTN__MAX_MR 8           /* largest micro-tile height (keys or dims) over the ISAs */
 #define ATTN__ROW_QUANTUM 48     /* a multiple of every ISA's row block (NV * lanes) */
 #define ATTN__QUERY_ROWS 96      /* target query rows (tokens x grouped heads) per work item */
+#define ATTN__MAX_LANES 16       /* most f32 lanes of a vector over the ISAs */
+
+/* Row stride of a block of query or output rows transposed a vector at a time: D rounded up
+   to whole vectors of every ISA. */
+ATTN__PRIVATE int attn__block_row_stride(int D) { return (D + ATTN__MAX_LANES - 1) / ATTN__MAX_LANES * ATTN__MAX_LANES; }
 
 typedef struct attn__prefill_plan {
     int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_MR */
@@ -1121,7 +1126,7 @@ typedef struct attn__prefill_scratch {
     float *rel, *slope;    /* [rows_cap] row's token offset in the item; its head's ALiBi slope */
     float *kt, *vt;        /* [KEY_TILE][D], [KEY_TILE][Dp] keys / values converted to f32 */
     float *zero;           /* [Dp] zeros: the key row of padding columns (f32 or bf16) */
-    float *row;            /* [Dp] one query or output row */
+    float *rowblk;         /* [MAX_LANES][block_row_stride] a vector's worth of query or output rows */
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
     const uint16_t **krows16;      /* [KEY_TILE] the same for the bf16 pair kernels */
 } attn__prefill_scratch;
@@ -1149,7 +1154,7 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, c
     t.kt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)D);
     t.vt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)Dp);
     t.zero = (float *)attn__carve(&c, f * (size_t)Dp);
-    t.row = (float *)attn__carve(&c, f * (size_t)Dp);
+    t.rowblk = (float *)attn__carve(&c, f * ATTN__MAX_LANES * (size_t)attn__block_row_stride(D));
     t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
@@ -1326,7 +1331,7 @@ typedef struct attn__dnnl_scratch {
     uint16_t *pb;      /* [KT][M] bf16 probabilities (bf16 mode) */
     float *o;          /* [Dp][M] running outputs */
     float *m, *l, *a, *rel, *slope;  /* [M] per-row state, as in attn__prefill_scratch */
-    float *row;        /* [Dp] one output row */
+    float *rowblk;     /* [MAX_LANES][block_row_stride] a vector's worth of output rows */
     attn__dnnl_thread *th;
 } attn__dnnl_scratch;
 
@@ -1361,7 +1366,7 @@ ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, int Dp, char *ba
     t.a = (float *)attn__carve(&c, f * rc);
     t.rel = (float *)attn__carve(&c, f * rc);
     t.slope = (float *)attn__carve(&c, f * rc);
-    t.row = (float *)attn__carve(&c, f * (size_t)Dp);
+    t.rowblk = (float *)attn__carve(&c, f * ATTN__MAX_LANES * (size_t)attn__block_row_stride(D));
     t.th = (attn__dnnl_thread *)attn__carve(&c, sizeof(attn__dnnl_thread));
     if (s) *s = t;
     return (size_t)(c - base);
@@ -1377,7 +1382,7 @@ ATTN__PRIVATE attn__prefill_scratch attn__dnnl_lanes(const attn__dnnl_scratch *d
     attn__prefill_scratch v;
     memset(&v, 0, sizeof v);
     v.s = d->s; v.ot = d->o; v.m = d->m; v.l = d->l; v.a = d->a;
-    v.rel = d->rel; v.slope = d->slope; v.row = d->row;
+    v.rel = d->rel; v.slope = d->slope; v.rowblk = d->rowblk;
     return v;
 }
 
@@ -3034,6 +3039,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_E4M3(p) attn_fp8_e4m3_to_f32(*(p))
 #define ATTN__VLOAD_E4M3_DIV256(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* exact */
 #define ATTN__VTRANSUM(v) ((v)[0])
+#define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
 #define ATTN__DACC 16  /* decode: P.V accumulators (vectors) kept in registers */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
@@ -3080,6 +3086,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
     _mm256_cvtph_ps(attn__e4m3_f16__avx2(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
+#define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
 #define ATTN__DACC 8
 #define ATTN__HAS_DOT2 0
@@ -3124,6 +3131,26 @@ ATTN__PRIVATE ATTN__INLINE __m256 attn__transum__avx2(const __m256 *v) {
         b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
                              _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
     return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
+}
+/* Transposes 8 vectors in place (lane j of v[i] <-> lane i of v[j]): pairs of rows
+   interleaved, then pairs of pairs, then the 128-bit halves swapped across. */
+ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx2(__m256 *v) {
+    __m256 t[8], u[8];
+    int i, k;
+    for (i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (k = 0; k < 2; k++) {  /* u[4k+e]: lane e of each 128-bit half, rows 4k..4k+3 */
+        u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xee);
+        u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xee);
+    }
+    for (i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+        v[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+    }
 }
 /* bf16 round-to-nearest-even on the integer bits, NaN kept quiet: the same rule as
    attn_f32_to_bf16, eight at a time. */
@@ -3184,6 +3211,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
     _mm512_cvtph_ps(attn__e4m3_f16__avx512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
 #define ATTN__VTRANSUM(v) attn__transum__avx512(v)
+#define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
@@ -3264,6 +3292,33 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
                              _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
     return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
 }
+/* Transposes 16 vectors in place (lane j of v[i] <-> lane i of v[j]): within each 128-bit
+   lane as for 4x4 blocks (pairs of rows interleaved, then pairs of pairs), then the 128-bit
+   lanes gathered across four vectors in two rounds. */
+ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx512(__m512 *v) {
+    __m512 t[16], u[16];
+    int i, k, e;
+    for (i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (k = 0; k < 4; k++) {  /* u[4k+e]: lane e of each 128-bit quarter, rows 4k..4k+3 */
+        __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+        u[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (e = 0; e < 4; e++) {  /* column 4q+e = quarter q of u[e], u[4+e], u[8+e], u[12+e] */
+        __m512 w0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), w1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+        __m512 x0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+        v[e] = _mm512_shuffle_f32x4(w0, x0, 0x88);
+        v[8 + e] = _mm512_shuffle_f32x4(w0, x0, 0xdd);
+        v[4 + e] = _mm512_shuffle_f32x4(w1, x1, 0x88);
+        v[12 + e] = _mm512_shuffle_f32x4(w1, x1, 0xdd);
+    }
+}
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) {
     __m512i b = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
@@ -3313,6 +3368,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
 #define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
+#define ATTN__VTRANSPOSE(v) attn__transpose__neon(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
 #define ATTN__HAS_DOT2 0
@@ -3350,6 +3406,14 @@ ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__e4m3_f16__neon(uint16x4_t w) {
                             vdup_n_u16(0xbf80));
     uint16x4_t nan = vceq_u16(vand_u16(w, vdup_n_u16(0x7f)), vdup_n_u16(0x7f));
     return vbsl_u16(nan, vorr_u16(vand_u16(h, vdup_n_u16(0x8000)), vdup_n_u16(0x7e00)), h);
+}
+/* Transposes 4 vectors in place (lane j of v[i] <-> lane i of v[j]). */
+ATTN__PRIVATE ATTN__INLINE void attn__transpose__neon(float32x4_t *v) {
+    float32x4x2_t a = vtrnq_f32(v[0], v[1]), b = vtrnq_f32(v[2], v[3]);
+    v[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+    v[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+    v[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+    v[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
 }
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t v) {
     uint32x4_t b = vreinterpretq_u32_f32(v);
@@ -3752,50 +3816,75 @@ ATTN__PRIVATE void ATTN__FN(attn__init_rows)(const attn__prefill_plan *P, int g,
         for (r = 0; r < rows_pad; r++) sc->ot[(size_t)d * rs + r] = 0.0f;
 }
 
-/* Loads an item's query rows transposed - as f32 pre-scaled, or as unscaled bf16 pairs of dims
-   for the pair kernels; padding rows are zero queries. */
+/* Transposes an L x L block: the first m rows of src (stride ss; the others taken as 0) go
+   to columns of dst (stride ds), of which the first n rows are written, row i times mul[i]
+   when mul is given. Moves bits unchanged otherwise (pairs of bf16 ride as one lane). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__transpose_block)(const float *ATTN_RESTRICT src, size_t ss, int m,
+                                                                 float *ATTN_RESTRICT dst, size_t ds, int n,
+                                                                 const float *mul) {
+    ATTN__VF v[ATTN__L];
+    int i;
+    for (i = 0; i < ATTN__L; i++) v[i] = i < m ? ATTN__VLOAD(src + i * ss) : ATTN__VZERO();
+    ATTN__VTRANSPOSE(v);
+    for (i = 0; i < n; i++) ATTN__VSTORE(dst + i * ds, mul ? ATTN__VMUL(v[i], ATTN__VSET1(mul[i])) : v[i]);
+}
+
+/* Loads an item's query rows transposed, L rows at a time - as f32 pre-scaled, or as unscaled
+   bf16 pairs of dims for the pair kernels (a pair of bf16 is moved as one 32-bit lane);
+   padding rows are zero queries. */
 ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int g, int64_t t0,
                                                 int rows, int rows_pad, int pairs,
                                                 const attn__prefill_scratch *sc) {
-    int D = P->D, rs = P->rows_cap, r, d;
-    size_t qsz = attn_dtype_size(P->q_dtype);
-    uint32_t *qt2 = (uint32_t *)(void *)sc->qt;
+    int D = P->D, rs = P->rows_cap, cols = pairs ? D / 2 : D, r, i, d;
+    size_t qsz = attn_dtype_size(P->q_dtype), stride = (size_t)attn__block_row_stride(D);
     for (r = 0; r < rows; r++) {  /* all lines asked for first: the rows come from memory */
         const char *src = attn__query_row(P, g, t0, r);
         for (d = 0; d < D * (int)qsz; d += 64) ATTN__PREFETCH(src + d);
     }
-    for (r = 0; r < rows_pad; r++) {
-        int real = r < rows;
-        const char *src = real ? attn__query_row(P, g, t0, r) : NULL;
-        if (pairs) {
-            const uint16_t *q16 = (const uint16_t *)(const void *)src;
-            for (d = 0; d < D / 2; d++)
-                qt2[(size_t)d * rs + r] = real ? q16[2 * d] | (uint32_t)q16[2 * d + 1] << 16 : 0;
-        } else {
-            if (real) ATTN__FN(attn__to_f32)(sc->row, src, P->q_dtype, D, P->q_mul);
-            for (d = 0; d < D; d++) sc->qt[(size_t)d * rs + r] = real ? sc->row[d] : 0.0f;
+    for (r = 0; r < rows_pad; r += ATTN__L) {
+        for (i = 0; i < ATTN__L; i++) {  /* the block's rows, as f32 (or pairs) */
+            float *dst = sc->rowblk + (size_t)i * stride;
+            if (r + i >= rows) memset(dst, 0, sizeof(float) * (size_t)cols);
+            else if (pairs) memcpy(dst, attn__query_row(P, g, t0, r + i), sizeof(float) * (size_t)cols);
+            else ATTN__FN(attn__to_f32)(dst, attn__query_row(P, g, t0, r + i), P->q_dtype, D, P->q_mul);
+            for (d = cols; d < (int)stride; d++) dst[d] = 0.0f;
         }
+        for (d = 0; d < cols; d += ATTN__L)
+            ATTN__FN(attn__transpose_block)(sc->rowblk + d, stride, ATTN__L, sc->qt + (size_t)d * rs + r, (size_t)rs,
+                                            ATTN__MIN(ATTN__L, cols - d), NULL);
     }
     for (d = 0; d < P->Dp; d++) sc->zero[d] = 0.0f;
     ATTN__FN(attn__init_rows)(P, g, rows, rows_pad, sc);
 }
 
-/* Writes an item's finished rows: out = O / l (0 when no key is visible), lse = m + log(l).
-   pos0 is the first row's query position. */
+/* Writes an item's finished rows, L at a time: out = O / l (0 when no key is visible),
+   lse = m + log(l). pos0 is the first row's query position. */
 ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g, int64_t t0,
                                               int64_t pos0, int64_t Lk, int rows,
                                               const attn__prefill_scratch *sc) {
-    int G = P->G, D = P->D, rs = P->rows_cap, r, d;
-    size_t osz = attn_dtype_size(P->out_dtype);
-    for (r = 0; r < rows; r++) {
-        int64_t token = t0 + r / G;
-        int h = g * G + r % G;
-        int has_keys = Lk > 0 && (!P->causal || pos0 + r / G >= 0);
-        float inv = has_keys ? 1.0f / sc->l[r] : 0.0f;
-        for (d = 0; d < D; d++) sc->row[d] = sc->ot[(size_t)d * rs + r] * inv;
-        ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz,
-                                 P->out_dtype, sc->row, D);
-        if (P->lse) P->lse[token * P->H + h] = has_keys ? sc->m[r] + logf(sc->l[r]) : -INFINITY;
+    int G = P->G, D = P->D, rs = P->rows_cap, r0, i, d;
+    size_t osz = attn_dtype_size(P->out_dtype), stride = (size_t)attn__block_row_stride(D);
+    for (r0 = 0; r0 < rows; r0 += ATTN__L) {
+        int n = ATTN__MIN(ATTN__L, rows - r0);
+        float inv[ATTN__L];
+        for (i = 0; i < n; i++) {
+            int has_keys = Lk > 0 && (!P->causal || pos0 + (r0 + i) / G >= 0);
+            inv[i] = has_keys ? 1.0f / sc->l[r0 + i] : 0.0f;
+            if (P->lse) {
+                int64_t token = t0 + (r0 + i) / G;
+                int h = g * G + (r0 + i) % G;
+                P->lse[token * P->H + h] = has_keys ? sc->m[r0 + i] + logf(sc->l[r0 + i]) : -INFINITY;
+            }
+        }
+        for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
+            ATTN__FN(attn__transpose_block)(sc->ot + (size_t)d * rs + r0, (size_t)rs, ATTN__MIN(ATTN__L, D - d),
+                                            sc->rowblk + d, stride, n, inv);
+        for (i = 0; i < n; i++) {
+            int64_t token = t0 + (r0 + i) / G;
+            int h = g * G + (r0 + i) % G;
+            ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz,
+                                     P->out_dtype, sc->rowblk + (size_t)i * stride, D);
+        }
     }
 }
 
@@ -4726,6 +4815,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_E4M3
 #undef ATTN__VLOAD_E4M3_DIV256
 #undef ATTN__VTRANSUM
+#undef ATTN__VTRANSPOSE
 #undef ATTN__DKT
 #undef ATTN__DACC
 #undef ATTN__PREFETCH
