@@ -1252,6 +1252,14 @@ typedef struct attn__decode_piece_at {
     int n;
 } attn__decode_piece_at;
 
+/* Rows to ask for ahead of the kernels (see attn__decode_ahead_step): [at, end), esz bytes an
+   element, for `heads` query heads (G4). */
+typedef struct attn__decode_ahead {
+    const char *at, *end;
+    size_t esz, heads;
+    size_t owed;      /* bytes x heads read and not yet matched by lines asked for */
+} attn__decode_ahead;
+
 /* The next up to DECODE_STREAMS pieces of [*j, hi) of sequence seq; advances *j past them. */
 ATTN__PRIVATE int attn__decode_pieces(const attn__decode_plan *P, int seq, int64_t *j, int64_t hi,
                                       attn__decode_piece_at *out) {
@@ -4172,25 +4180,34 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     return r;
 }
 
-/* Asks for KV head g's rows of the given pieces to be brought into L2 while the current ones
-   are computed: blocks are scattered, so the hardware prefetcher cannot follow from one to the
-   next. Spread head by head over the current pieces' work. Only for caches narrower than f32:
-   their decode has enough arithmetic per byte to hide the reads behind (measured on Zen 4,
-   64 x 4096: fp8 1.4x, bf16 with bf16 queries 1.2x, f16 1.1x faster), while f32 decode is
-   bound by the read itself and the extra requests slowed it (about 1.2x). Into L2, not L1:
-   a block's worth of L1 requests stalled the loads of the current rows. Always inlined: GCC
-   takes a function that only prefetches for one without effects and drops its calls. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_prefetch)(const attn__decode_plan *P,
-                                                                 const char *cache,
-                                                                 const attn__decode_piece_at *pc, int np,
-                                                                 int g) {
-    if (attn_dtype_size(P->kv_dtype) >= sizeof(float)) return;
-    for (int k = 0; k < np; k++) {
-        const char *p = ATTN__FN(attn__decode_chunk_at)(P, cache, pc[k].blk, g, (int)(pc[k].j % P->block_size));
-        size_t bytes = (size_t)pc[k].n * P->D * attn_dtype_size(P->kv_dtype);
-        for (size_t b = 0; b < bytes; b += 64) ATTN__PREFETCH_L2(p + b);
-        ATTN__PREFETCH_L2(p + bytes - 1);
+/* The rows that come after the current ones (KV head g's rows of the next piece), asked for
+   into L2 a line at a time while the kernels step through the current rows: blocks are
+   scattered, so the hardware prefetcher cannot follow from one to the next. A kernel that read
+   n elements of a row for hp of the query heads asks for n * hp / heads elements' worth of
+   the next rows: whatever the number of passes a kernel makes over a chunk, the next piece is
+   asked for exactly as fast as the current one is consumed, spread over the work. Measured on
+   Zen 4, 64 x 4096, against asking for a head's whole next rows at once (a burst that stalled
+   the loads and made f32 slower than none), 2 threads, medians of 4 alternating runs: f32 1.4x
+   faster, f16 and bf16 1.2x; asking twice as fast, or half as fast, was slower. Into L2, not
+   L1: L1 requests stalled the loads of the current rows. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
+    a->owed += (size_t)n * (size_t)hp * a->esz;
+    for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) ATTN__PREFETCH_L2(a->at);
+}
+
+/* The cursor over KV head g's rows of the first of the pieces pc (none: n = 0). */
+ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__decode_plan *P, const char *cache,
+                                                                 const attn__decode_piece_at *pc, int n, int g) {
+    attn__decode_ahead a;
+    a.at = a.end = NULL;
+    a.esz = attn_dtype_size(P->kv_dtype);
+    a.heads = (size_t)P->G4;
+    a.owed = 0;
+    if (n > 0) {
+        a.at = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, (int)(pc->j % P->block_size));
+        a.end = a.at + (size_t)pc->n * P->D * a.esz;
     }
+    return a;
 }
 
 /* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
@@ -4250,12 +4267,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
                                                                  const void *k, attn_dtype dt,
                                                                  size_t stride, int Dk, int t, int nk,
-                                                                 ATTN__VF part[][ATTN__L]) {
+                                                                 ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, d;
     ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
     ATTN__UNROLL for (c = 0; c < nk; c++) {
         const size_t row = (size_t)(t + c) * stride;
+        ATTN__FN(attn__decode_ahead_step)(ahead, Dk, ATTN__HEAD_GROUP);
         for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
             ATTN__VF k0, k1;
             ATTN__FN(attn__decode_load2)(k, dt, row + d, &k0, &k1);
@@ -4277,11 +4295,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
    one key load per hp multiply-adds, no query loads (hp, nvmax constants after inlining). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp, int nvmax, int nv,
                                                                      const void *k, attn_dtype dt, size_t stride,
-                                                                     int t, int nk, ATTN__VF part[][ATTN__L]) {
+                                                                     int t, int nk, ATTN__VF part[][ATTN__L],
+                                                                     attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
     ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
-    ATTN__UNROLL for (c = 0; c < nk; c++)
+    ATTN__UNROLL for (c = 0; c < nk; c++) {
+        ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
         ATTN__UNROLL for (i = 0; i < nvmax; i += 2) {
             const size_t at = (size_t)(t + c) * stride + (size_t)i * ATTN__L;
             if (i + 1 < nv) {
@@ -4296,6 +4316,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
                 ATTN__UNROLL for (h = 0; h < hp; h++) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
             }
         }
+    }
     ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
 }
 
@@ -4307,7 +4328,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
                                                                    int hp, int nvmax, int nv, const void *k,
                                                                    attn_dtype dt, size_t stride, int n,
-                                                                   float *ATTN_RESTRICT logits) {
+                                                                   float *ATTN_RESTRICT logits, attn__decode_ahead *ahead) {
     ATTN__VF qr[ATTN__DACC], part[ATTN__HEAD_GROUP][ATTN__L];
     int h, i;
     if (reg)
@@ -4317,8 +4338,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
 #define ATTN__DOTS_STEP(NK)                                                                        \
-    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK, part);      \
-    else ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, nv * ATTN__L, t0 + t, NK, part)
+    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK, part, ahead); \
+    else ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, ahead)
         for (; t + ATTN__DKT <= m; t += ATTN__DKT) { ATTN__DOTS_STEP(ATTN__DKT); }
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
@@ -4331,15 +4352,16 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
    e4m3, whose decode costs more than the query loads it would save. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                              const void *k, attn_dtype dt, size_t stride,
-                                                             int n, int Dk, float *ATTN_RESTRICT logits) {
+                                                             int n, int Dk, float *ATTN_RESTRICT logits,
+                                                             attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
     if (nvec <= ATTN__DACC / 2 && dt != ATTN_FP8_E4M3) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
-                                              logits + (size_t)h * ATTN__DECODE_PSTRIDE);
+                                              logits + (size_t)h * ATTN__DECODE_PSTRIDE, ahead);
         return;
     }
-    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits);
+    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits, ahead);
 }
 
 /* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hp heads, the hp * nvmax accumulators in
@@ -4347,7 +4369,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
                                                                 const void *v, attn_dtype dt, size_t stride,
                                                                 int d0, int nv, int hp, int nvmax, int Dv,
-                                                                float *ATTN_RESTRICT o) {
+                                                                float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, c, t;
     ATTN__UNROLL for (h = 0; h < hp; h++)
@@ -4355,6 +4377,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
             acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t++) {
         ATTN__VF vv[ATTN__DACC];
+        ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
         ATTN__UNROLL for (c = 0; c < nvmax; c += 2) {
             const size_t at = (size_t)t * stride + d0 + c * ATTN__L;
             vv[c] = vv[c + 1] = ATTN__VZERO();
@@ -4381,24 +4404,24 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
    L = 16, so the order of lines hardly changes). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
                                                            attn_dtype dt, size_t stride, int Dk, int Dv,
-                                                           float *ATTN_RESTRICT o) {
+                                                           float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, h, d;
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
     if (nvec <= q4) {
-        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o);
+        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
     } else if (dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o);
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o, ahead);
     } else if (nvec <= q2) {
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, 0, nvec, 2, q2,
-                                           Dv, o + (size_t)h * Dv);
+                                           Dv, o + (size_t)h * Dv, ahead);
     } else {
         for (h = 0; h < ATTN__HEAD_GROUP; h++)
             for (d = 0; d < Dk; d += ATTN__DACC * ATTN__L)
                 ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, d,
                                                ATTN__MIN(ATTN__DACC, (Dk - d) / ATTN__L), 1, ATTN__DACC, Dv,
-                                               o + (size_t)h * Dv);
+                                               o + (size_t)h * Dv, ahead);
     }
 }
 
@@ -4416,11 +4439,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
    qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
     const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k, size_t stride,
-    int t, int nk, ATTN__VF part[][ATTN__L]) {
+    int t, int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
     ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
-    ATTN__UNROLL for (c = 0; c < nk; c++)
+    ATTN__UNROLL for (c = 0; c < nk; c++) {
+        ATTN__FN(attn__decode_ahead_step)(ahead, nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
         ATTN__UNROLL for (i = 0; i < nvmax; i++)
             if (i < nv) {
                 ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
@@ -4430,6 +4454,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
                     acc[h][c] = ATTN__VDOT2(acc[h][c], kv, qv);
                 }
             }
+    }
     ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
@@ -4437,7 +4462,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
    apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a time. */
 ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint16_t *q, int qs, const uint16_t *k,
                                                                       size_t stride, int n, int Dk, float mul,
-                                                                      float *ATTN_RESTRICT logits) {
+                                                                      float *ATTN_RESTRICT logits,
+                                                                      attn__decode_ahead *ahead) {
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
@@ -4450,13 +4476,13 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
         if (nv <= q4) {
             for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part);
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part);
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part, ahead);
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part, ahead);
             for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, m, mul, logits + t0);
     }
@@ -4467,7 +4493,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
    2 * hp * nvmax accumulators stay in registers (hp, nvmax constants after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
     const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int d0, int nv, int hp, int nvmax,
-    int Dv, float *ATTN_RESTRICT o) {
+    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, i, t;
     ATTN__UNROLL for (h = 0; h < hp; h++)
@@ -4476,6 +4502,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     for (t = 0; t < n; t += 2) {
         ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
         int two = t + 1 < n;
+        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * 2 * ATTN__L, hp);  /* two rows */
         ATTN__UNROLL for (i = 0; i < nvmax; i++) {
             size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
             lo[i] = hi[i] = ATTN__VZEROI();
@@ -4503,17 +4530,18 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
    heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
 ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(const uint16_t *p, int ps, int n,
                                                                     const uint16_t *v, size_t stride, int Dk,
-                                                                    int Dv, float *ATTN_RESTRICT o) {
+                                                                    int Dv, float *ATTN_RESTRICT o,
+                                                                    attn__decode_ahead *ahead) {
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
     int nv = Dk / w, h, d;
     if (nv <= seg / 2) {
-        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, stride, 0, nv, 4, seg / 2, Dv, o);
+        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, stride, 0, nv, 4, seg / 2, Dv, o, ahead);
         return;
     }
     for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
         for (d = 0; d < Dk; d += seg * w)
             ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, stride, d,
-                                                ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv, o + (size_t)h * Dv);
+                                                ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv, o + (size_t)h * Dv, ahead);
 }
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
@@ -4549,7 +4577,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
    specialised. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r,
-                                                int n, int Dk, const attn__decode_scratch *sc, size_t heads, int t) {
+                                                int n, int Dk, const attn__decode_scratch *sc, size_t heads, int t,
+                                                attn__decode_ahead *ahead) {
     int Dv = P->Dv;
     for (int h = 0; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
@@ -4559,17 +4588,17 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride, n, Dk,
-                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), ph + t);
+                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), ph + t, ahead);
             else
                 ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n, rows,
-                                               r.stride, Dk, Dv, oh);
+                                               r.stride, Dk, Dv, oh, ahead);
             continue;
         }
 #endif
-#define ATTN__DECODE_CASE(DT)                                                                     \
-    case DT:                                                                                      \
-        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t);  \
-        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh);              \
+#define ATTN__DECODE_CASE(DT)                                                                        \
+    case DT:                                                                                         \
+        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
+        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh, ahead);            \
         break;
         switch (r.dt) {
             ATTN__DECODE_CASE(ATTN_F32)
@@ -4606,14 +4635,14 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
         }
         for (int g = g0; g < g1; g++) {
             size_t heads = (size_t)(g - g0) * G4;
-            ATTN__FN(attn__decode_prefetch)(P, next_cache, nxt, nn, g);
+            attn__decode_ahead ahead = ATTN__FN(attn__decode_ahead_of)(P, next_cache, nxt, nn, g);
             for (int k = 0; k < np; k++) {
                 int off = (int)(cur[k].j % P->block_size);
                 for (int c = 0; c < cur[k].n; c += ATTN__DECODE_CHUNK) {
                     int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
                     ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
                                                                                    m, Dv, sc->tile);
-                    ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c);
+                    ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c, &ahead);
                 }
             }
         }
