@@ -4186,10 +4186,12 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
    n elements of a row for hp of the query heads asks for n * hp / heads elements' worth of
    the next rows: whatever the number of passes a kernel makes over a chunk, the next piece is
    asked for exactly as fast as the current one is consumed, spread over the work. Measured on
-   Zen 4, 64 x 4096, against asking for a head's whole next rows at once (a burst that stalled
-   the loads and made f32 slower than none), 2 threads, medians of 4 alternating runs: f32 1.4x
-   faster, f16 and bf16 1.2x; asking twice as fast, or half as fast, was slower. Into L2, not
-   L1: L1 requests stalled the loads of the current rows. */
+   Zen 4, 64 x 4096, 2 threads, alternating builds, medians of 4-5 runs, against asking for a
+   head's whole next rows at once (a burst that stalled the loads, and made f32 slower than no
+   prefetch at all): f32 1.3-1.4x faster, f16 and bf16 1.05-1.3x, fp8 (arithmetic-bound) the
+   same within the noise. Asking twice as fast was slower, and so was half as fast for the
+   kernels that pass over a chunk twice. Into L2, not L1: L1 requests stalled the loads of the
+   current rows. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
     for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) ATTN__PREFETCH_L2(a->at);
