@@ -1083,7 +1083,9 @@ typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_sour
 
 /* Row stride of a block of query or output rows transposed a vector at a time: D rounded up
    to whole vectors of every ISA. */
-ATTN__PRIVATE int attn__block_row_stride(int D) { return (D + ATTN__MAX_LANES - 1) / ATTN__MAX_LANES * ATTN__MAX_LANES; }
+ATTN__PRIVATE int attn__block_row_stride(int D) {
+    return (D + ATTN__MAX_LANES - 1) / ATTN__MAX_LANES * ATTN__MAX_LANES;
+}
 
 typedef struct attn__prefill_plan {
     int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_MR */
@@ -3319,8 +3321,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx512(__m512 *v) {
         u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
     }
     for (e = 0; e < 4; e++) {  /* column 4q+e = quarter q of u[e], u[4+e], u[8+e], u[12+e] */
-        __m512 w0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), w1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
-        __m512 x0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+        __m512 w0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88);
+        __m512 w1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+        __m512 x0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+        __m512 x1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
         v[e] = _mm512_shuffle_f32x4(w0, x0, 0x88);
         v[8 + e] = _mm512_shuffle_f32x4(w0, x0, 0xdd);
         v[4 + e] = _mm512_shuffle_f32x4(w1, x1, 0x88);
@@ -4330,7 +4334,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
                                                                    int hp, int nvmax, int nv, const void *k,
                                                                    attn_dtype dt, size_t stride, int n,
-                                                                   float *ATTN_RESTRICT logits, attn__decode_ahead *ahead) {
+                                                                   float *ATTN_RESTRICT logits,
+                                                                   attn__decode_ahead *ahead) {
     ATTN__VF qr[ATTN__DACC], part[ATTN__HEAD_GROUP][ATTN__L];
     int h, i;
     if (reg)
@@ -4413,7 +4418,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
     } else if (dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o, ahead);
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
+                                           ahead);
     } else if (nvec <= q2) {
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, 0, nvec, 2, q2,
@@ -4482,7 +4488,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
             for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part,
+                                                 ahead);
             for (; t < m; t++)
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part, ahead);
         }
