@@ -1249,7 +1249,8 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
 
 /* Keys [j, j+n) of a sequence, all in block blk. A partition pass can read DECODE_STREAMS
    pieces (scattered blocks) side by side, head by head; on Zen 4 more than one measured no
-   faster with the next pieces prefetched (f16 slower), nor without. */
+   faster (f16 slower), with the next pieces prefetched in bursts or not at all. That was before
+   attn__decode_ahead, which follows only the first of the next pieces. */
 #define ATTN__DECODE_STREAMS 1
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
