@@ -3862,7 +3862,7 @@ ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int
             if (r + i >= rows) memset(dst, 0, sizeof(float) * (size_t)cols);
             else if (pairs) memcpy(dst, attn__query_row(P, g, t0, r + i), sizeof(float) * (size_t)cols);
             else ATTN__FN(attn__to_f32)(dst, attn__query_row(P, g, t0, r + i), P->q_dtype, D, P->q_mul);
-            for (d = cols; d < (int)stride; d++) dst[d] = 0.0f;
+            for (d = cols; d < (int)stride; d++) dst[d] = 0.0f;  /* read by the last vector, never stored */
         }
         for (d = 0; d < cols; d += ATTN__L)
             ATTN__FN(attn__transpose_block)(sc->rowblk + d, stride, ATTN__L, sc->qt + (size_t)d * rs + r, (size_t)rs,
@@ -3880,25 +3880,21 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
     int G = P->G, D = P->D, rs = P->rows_cap, r0, i, d;
     size_t osz = attn_dtype_size(P->out_dtype), stride = (size_t)attn__block_row_stride(D);
     for (r0 = 0; r0 < rows; r0 += ATTN__L) {
-        int n = ATTN__MIN(ATTN__L, rows - r0);
+        int n = ATTN__MIN(ATTN__L, rows - r0), has_keys[ATTN__L];
         float inv[ATTN__L];
         for (i = 0; i < n; i++) {
-            int has_keys = Lk > 0 && (!P->causal || pos0 + (r0 + i) / G >= 0);
-            inv[i] = has_keys ? 1.0f / sc->l[r0 + i] : 0.0f;
-            if (P->lse) {
-                int64_t token = t0 + (r0 + i) / G;
-                int h = g * G + (r0 + i) % G;
-                P->lse[token * P->H + h] = has_keys ? sc->m[r0 + i] + logf(sc->l[r0 + i]) : -INFINITY;
-            }
+            has_keys[i] = Lk > 0 && (!P->causal || pos0 + (r0 + i) / G >= 0);
+            inv[i] = has_keys[i] ? 1.0f / sc->l[r0 + i] : 0.0f;
         }
         for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
             ATTN__FN(attn__transpose_block)(sc->ot + (size_t)d * rs + r0, (size_t)rs, ATTN__MIN(ATTN__L, D - d),
                                             sc->rowblk + d, stride, n, inv);
         for (i = 0; i < n; i++) {
-            int64_t token = t0 + (r0 + i) / G;
-            int h = g * G + (r0 + i) % G;
+            int r = r0 + i, h = g * G + r % G;
+            int64_t token = t0 + r / G;
             ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz,
                                      P->out_dtype, sc->rowblk + (size_t)i * stride, D);
+            if (P->lse) P->lse[token * P->H + h] = has_keys[i] ? sc->m[r] + logf(sc->l[r]) : -INFINITY;
         }
     }
 }
@@ -4514,7 +4510,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     for (t = 0; t < n; t += 2) {
         ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
         int two = t + 1 < n;
-        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * 2 * ATTN__L, hp);  /* two rows */
+        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);  /* the rows read */
         ATTN__UNROLL for (i = 0; i < nvmax; i++) {
             size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
             lo[i] = hi[i] = ATTN__VZEROI();
