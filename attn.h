@@ -3063,7 +3063,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VF __m256
 #define ATTN__L 8
 #define ATTN__MR 4
-#define ATTN__NV 2
+#define ATTN__NV 3  /* 12 accumulators, 3 row vectors, 1 broadcast: all 16 registers. Against 4 x 2
+                       (Zen 3, S = 2048, causal, gcc): f32 1.26x (D = 128) and 1.33x (D = 64) faster,
+                       bf16 1.2x and 1.15x; clang f32 1.17x, bf16 1.03x */
 #define ATTN__VZERO() _mm256_setzero_ps()
 #define ATTN__VSET1(x) _mm256_set1_ps(x)
 #define ATTN__VLOAD(p) _mm256_loadu_ps(p)
