@@ -4432,10 +4432,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
                                                                const void *v, attn_dtype dt, size_t stride, int d0,
                                                                int nv, int hp, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
-    int h, c, i;
-    ATTN__UNROLL for (i = 0; i < ATTN__DACC / 2; i++) {  /* bounded by nvmax, clang 14 could not unroll it */
-        const size_t at = (size_t)t * stride + d0 + 2 * i * ATTN__L;
-        c = 2 * i;
+    int h, c;
+    ATTN__UNROLL for (c = 0; c < ATTN__DACC; c += 2) {  /* not c < nvmax: clang 14 would not unroll that */
+        const size_t at = (size_t)t * stride + d0 + c * ATTN__L;
         vv[c] = vv[c + 1] = ATTN__VZERO();
         if (c + 1 < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
         else if (c < nv) vv[c] = ATTN__FN(attn__decode_load)(v, dt, at);
