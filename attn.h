@@ -3101,8 +3101,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
     _mm256_cvtph_ps(_mm256_castsi256_si128(attn__e4m3_f16__avx2(                                  \
         _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))))))
-#define ATTN__VLOAD2_E4M3_DIV256(p, a, b) attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__u8x16__avx2(p)), &(a), &(b))
-#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx2(_mm256_slli_epi16(attn__u8x16__avx2(p), 8), &(a), &(b))
+#define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
+    attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
+#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
@@ -3141,7 +3142,7 @@ ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx2(__m256i w) {
     return _mm256_xor_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x4180)));
 }
 /* Sixteen bytes at p, one per 16-bit lane. */
-ATTN__PRIVATE ATTN__INLINE __m256i attn__u8x16__avx2(const void *p) {
+ATTN__PRIVATE ATTN__INLINE __m256i attn__load16_u8__avx2(const void *p) {
     return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
 }
 /* Sixteen f16 as two f32 vectors, in order. */
@@ -3242,8 +3243,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     _mm512_cvtph_ps(_mm512_castsi512_si256(attn__e4m3_f16__avx512(                                \
         _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))))))
 #define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
-    attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__u8x32__avx512(p)), &(a), &(b))
-#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx512(_mm512_slli_epi16(attn__u8x32__avx512(p), 8), &(a), &(b))
+    attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__load32_u8__avx512(p)), &(a), &(b))
+#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx512(v)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
@@ -3307,7 +3308,7 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_f16__avx512(__m512i w) {
     return _mm512_mask_mov_epi16(h, nan, _mm512_xor_si512(h, _mm512_set1_epi16(0x4180)));
 }
 /* 32 bytes at p, one per 16-bit lane. */
-ATTN__PRIVATE ATTN__INLINE __m512i attn__u8x32__avx512(const void *p) {
+ATTN__PRIVATE ATTN__INLINE __m512i attn__load32_u8__avx512(const void *p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
 }
 /* 32 f16 as two f32 vectors, in order. */
@@ -3542,22 +3543,23 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__fp8_to_f32)(float *ATTN_RESTRICT dst, const void *src,
                                                            attn_dtype dt, int n, int *i, ATTN__VF vs) {
     const uint8_t *p = (const uint8_t *)src;
+    const int e4m3 = dt == ATTN_FP8_E4M3;
     ATTN__VF a, b, v256 = ATTN__VSET1(256.0f);
     int k = *i;
-    for (; dt == ATTN_FP8_E4M3 && k + 2 * ATTN__L <= n; k += 2 * ATTN__L) {
-        ATTN__VLOAD2_E4M3_DIV256(p + k, a, b);  /* x / 256 * 256, exact, then times vs: as below */
-        ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VMUL(a, v256), vs));
-        ATTN__VSTORE(dst + k + ATTN__L, ATTN__VMUL(ATTN__VMUL(b, v256), vs));
-    }
-    for (; dt == ATTN_FP8_E5M2 && k + 2 * ATTN__L <= n; k += 2 * ATTN__L) {
-        ATTN__VLOAD2_E5M2(p + k, a, b);
+    if (!e4m3 && dt != ATTN_FP8_E5M2) return;
+    for (; k + 2 * ATTN__L <= n; k += 2 * ATTN__L) {
+        if (e4m3) {  /* x / 256 * 256, exact, then times vs: as ATTN__VLOAD_E4M3 below */
+            ATTN__VLOAD2_E4M3_DIV256(p + k, a, b);
+            a = ATTN__VMUL(a, v256);
+            b = ATTN__VMUL(b, v256);
+        } else {
+            ATTN__VLOAD2_E5M2(p + k, a, b);
+        }
         ATTN__VSTORE(dst + k, ATTN__VMUL(a, vs));
         ATTN__VSTORE(dst + k + ATTN__L, ATTN__VMUL(b, vs));
     }
-    if (dt == ATTN_FP8_E4M3)
-        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E4M3(p + k), vs));
-    else if (dt == ATTN_FP8_E5M2)
-        for (; k + ATTN__L <= n; k += ATTN__L) ATTN__VSTORE(dst + k, ATTN__VMUL(ATTN__VLOAD_E5M2(p + k), vs));
+    for (; k + ATTN__L <= n; k += ATTN__L)
+        ATTN__VSTORE(dst + k, ATTN__VMUL(e4m3 ? ATTN__VLOAD_E4M3(p + k) : ATTN__VLOAD_E5M2(p + k), vs));
     *i = k;
 }
 
