@@ -4676,11 +4676,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
-   specialised. The prefetch cursor is worked on as a local copy (here, and in the pair
-   kernels, which are functions of their own): vector stores may alias anything, so through
-   the caller's pointer every step of it was a load and a store in the inner loops - with AVX2
-   on Zen 3, alternating builds, 2 x 512 keys in L2/L3 f16 and bf16 1.5x faster, f32 1.35x, and
-   64 x 4096 from DRAM f16 and bf16 1.15-1.3x, fp8 1.1x. */
+   specialised. The prefetch cursor is worked on as a local copy, whose address never leaves
+   the function (the pair kernels, functions of their own, take the caller's and make their
+   own): vector stores may alias anything, so through a pointer each step of the cursor was a
+   load and a store in the inner loops, a chain through memory. AVX2 on Zen 3, alternating
+   builds: 4 x 512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16 1.66x, f32
+   1.56x, fp8 e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and 1.5x);
+   64 x 4096 from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line with
+   the end checked once a step, cut 6-14% of decode's instructions and measured no faster,
+   e4m3 0.9x.) */
 ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r,
                                                 int n, int Dk, const attn__decode_scratch *sc, size_t heads, int t,
                                                 attn__decode_ahead *ahead_io) {
@@ -4716,7 +4720,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
         }
 #undef ATTN__DECODE_CASE
     }
-    if (!ATTN__FN(attn__decode_pairs)(P)) *ahead_io = local;
+    if (!ATTN__FN(attn__decode_pairs)(P)) *ahead_io = local;  /* the pair kernels moved *ahead_io */
 }
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
