@@ -3055,7 +3055,6 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
 #define ATTN__DACC 16  /* decode: P.V accumulators (vectors) kept in registers */
-#define ATTN__VKEEP(v) ((void)0)  /* decode: keep a loaded vector in a register (see AVX2) */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
@@ -3114,8 +3113,6 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
    multiply-adds, bound a loop (see attn__decode_dot_keys). */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__VKEEP(v) __asm__("" : "+x"(v))
-#else
-#define ATTN__VKEEP(v) ((void)0)
 #endif
 #define ATTN__HAS_DOT2 0
 
@@ -3258,7 +3255,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
-#define ATTN__VKEEP(v) ((void)0)  /* 32 registers: the compiler keeps them (see AVX2) */
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
@@ -3426,7 +3422,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VTRANSPOSE(v) attn__transpose__neon(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
-#define ATTN__VKEEP(v) ((void)0)
 #define ATTN__HAS_DOT2 0
 
 ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__neon(const uint16_t *p, float32x4_t *ev, float32x4_t *od) {
@@ -3495,6 +3490,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #else
 #define ATTN__PREFETCH(p) ((void)(p))
 #define ATTN__PREFETCH_L2(p) ((void)(p))
+#endif
+#ifndef ATTN__VKEEP  /* a loaded vector kept in a register (see the AVX2 pass); elsewhere the
+                        compiler keeps it (AVX-512 has 32 registers) */
+#define ATTN__VKEEP(v) ((void)0)
 #endif
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
@@ -4571,11 +4570,10 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
 
 /* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
    apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a time. */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint16_t *q, int qs, const uint16_t *k,
-                                                                      size_t stride, int n, int Dk, float mul,
-                                                                      float *ATTN_RESTRICT logits,
-                                                                      attn__decode_ahead *ahead_io) {
-    attn__decode_ahead local = *ahead_io, *ahead = &local;  /* in registers: see attn__decode_chunk */
+ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_dots)(
+    const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
+    float *ATTN_RESTRICT logits, attn__decode_ahead cursor) {
+    attn__decode_ahead *ahead = &cursor;  /* by value: see attn__decode_chunk */
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
@@ -4599,7 +4597,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(const uint
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, m, mul, logits + t0);
     }
-    *ahead_io = local;
+    return cursor;
 }
 
 /* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hp heads, pairs of keys at a
@@ -4642,11 +4640,10 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
 
 /* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
    heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(const uint16_t *p, int ps, int n,
-                                                                    const uint16_t *v, size_t stride, int Dk,
-                                                                    int Dv, float *ATTN_RESTRICT o,
-                                                                    attn__decode_ahead *ahead_io) {
-    attn__decode_ahead local = *ahead_io, *ahead = &local;  /* in registers: see attn__decode_chunk */
+ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_pv)(
+    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv, float *ATTN_RESTRICT o,
+    attn__decode_ahead cursor) {
+    attn__decode_ahead *ahead = &cursor;  /* by value: see attn__decode_chunk */
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
     int nv = Dk / w, h, d;
     if (nv <= seg / 2) {
@@ -4658,7 +4655,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(const uint16
                                                     ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv, o + (size_t)h * Dv,
                                                     ahead);
     }
-    *ahead_io = local;
+    return cursor;
 }
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
@@ -4692,19 +4689,19 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
-   specialised. The prefetch cursor is worked on as a local copy, whose address never leaves
-   the function (the pair kernels, functions of their own, take the caller's and make their
-   own): vector stores may alias anything, so through a pointer each step of the cursor was a
-   load and a store in the inner loops, a chain through memory. AVX2 on Zen 3, alternating
-   builds: 4 x 512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16 1.66x, f32
-   1.56x, fp8 e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and 1.5x);
-   64 x 4096 from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line with
-   the end checked once a step, cut 6-14% of decode's instructions and measured no faster,
-   e4m3 0.9x.) */
-ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r,
-                                                int n, int Dk, const attn__decode_scratch *sc, size_t heads, int t,
-                                                attn__decode_ahead *ahead_io) {
-    attn__decode_ahead local = *ahead_io, *ahead = &local;
+   specialised. The prefetch cursor goes in and out by value, as it does for the pair kernels,
+   so its address never leaves the function and it lives in registers: vector stores may alias
+   anything, so when it was passed by pointer each of its steps was a load and a store in the
+   inner loops, a chain through memory. Against that, AVX2 on Zen 3, alternating builds: 4 x
+   512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16 1.66x, f32 1.56x, fp8
+   e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and 1.5x); 64 x 4096
+   from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line with the end
+   checked once a step, cut 6-14% of decode's instructions and measured no faster, e4m3 0.9x.) */
+ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
+                                                              ATTN__FN(attn__decode_rows) r, int n, int Dk,
+                                                              const attn__decode_scratch *sc, size_t heads, int t,
+                                                              attn__decode_ahead cursor) {
+    attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv;
     for (int h = 0; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
@@ -4713,12 +4710,12 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
         if (ATTN__FN(attn__decode_pairs)(P)) {  /* the queries are unscaled: the logits take it */
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
-                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride, n, Dk,
-                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale), ph + t,
-                                                 ahead_io);
+                cursor = ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride,
+                                                          n, Dk, P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale),
+                                                          ph + t, cursor);
             else
-                ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n, rows,
-                                               r.stride, Dk, Dv, oh, ahead_io);
+                cursor = ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n,
+                                                        rows, r.stride, Dk, Dv, oh, cursor);
             continue;
         }
 #endif
@@ -4736,7 +4733,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
         }
 #undef ATTN__DECODE_CASE
     }
-    if (!ATTN__FN(attn__decode_pairs)(P)) *ahead_io = local;  /* the pair kernels moved *ahead_io */
+    return cursor;
 }
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
@@ -4770,7 +4767,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                     int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
                     ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
                                                                                    m, Dv, sc->tile);
-                    ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c, &ahead);
+                    ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c, ahead);
                 }
             }
         }
