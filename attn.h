@@ -733,6 +733,11 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #if !defined(ATTN_NO_SIMD) && !defined(ATTN_NO_NEON) && defined(__aarch64__)
 #define ATTN__HAVE_NEON 1
 #endif
+/* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
+   the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
+#if defined(ATTN__HAVE_AVX512) && defined(__GNUC__)
+#define ATTN__HAVE_E4M3_LUT 1
+#endif
 
 /* ---------------------------------------------------------------------------------------------
    [B] Includes. */
@@ -846,6 +851,7 @@ enum {
     ATTN__CPU_AVX2 = 1 << 0,     /* AVX2 + FMA + F16C, and the OS saves YMM state */
     ATTN__CPU_AVX512 = 1 << 1,   /* F + BW + VL + DQ, and the OS saves ZMM state */
     ATTN__CPU_AVX512BF16 = 1 << 2,
+    ATTN__CPU_AVX512VBMI = 1 << 3,
     ATTN__CPU_DETECTED = 1 << 30
 };
 static volatile int attn__cpu_flags_cache;
@@ -865,9 +871,10 @@ ATTN__PRIVATE int attn__detect_cpu(void) {
     int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xe6) == 0xe6;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     int avx2 = (b >> 5) & 1, f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1;
-    int vl = (b >> 31) & 1;
+    int vl = (b >> 31) & 1, vbmi = (c >> 1) & 1;
     if (ymm_ok && avx2 && fma && f16c) flags |= ATTN__CPU_AVX2;
     if (zmm_ok && (flags & ATTN__CPU_AVX2) && f && dq && bw && vl) flags |= ATTN__CPU_AVX512;
+    if ((flags & ATTN__CPU_AVX512) && vbmi) flags |= ATTN__CPU_AVX512VBMI;
     if ((flags & ATTN__CPU_AVX512) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1))
         flags |= ATTN__CPU_AVX512BF16;
     return (int)flags;
@@ -1038,6 +1045,32 @@ ATTNDEF uint8_t attn_f32_to_fp8_e5m2(float x) {
 /* e5m2 is the top byte of an f16, so decoding is exact through f16. */
 ATTNDEF float attn_fp8_e5m2_to_f32(uint8_t v) { return attn_f16_to_f32((uint16_t)(v << 8)); }
 
+#ifdef ATTN__HAVE_E4M3_LUT
+/* Every e4m3 value as bf16 bytes, for the table decode (attn__e4m3_bf16_words__avx512): [0: the
+   high byte XOR the index, 1: the low byte][the code's 7 magnitude bits]. Each value is exact
+   in bf16 (3 mantissa bits), NaN included. The high byte holds its index XORed in so that XOR
+   with the code itself puts the sign back in one step. Generated from attn_fp8_e4m3_to_f32;
+   the tests decode every code both ways. */
+static const uint8_t attn__e4m3_bf16_bytes[2][128] = {
+    {0x00, 0x3a, 0x39, 0x38, 0x38, 0x39, 0x3a, 0x3b, 0x34, 0x35, 0x36, 0x37, 0x30, 0x31, 0x32, 0x33,
+     0x2d, 0x2c, 0x2f, 0x2e, 0x29, 0x28, 0x2b, 0x2a, 0x25, 0x24, 0x27, 0x26, 0x21, 0x20, 0x23, 0x22,
+     0x1e, 0x1f, 0x1c, 0x1d, 0x1a, 0x1b, 0x18, 0x19, 0x16, 0x17, 0x14, 0x15, 0x12, 0x13, 0x10, 0x11,
+     0x0f, 0x0e, 0x0d, 0x0c, 0x0b, 0x0a, 0x09, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00,
+     0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+     0x11, 0x10, 0x13, 0x12, 0x15, 0x14, 0x17, 0x16, 0x19, 0x18, 0x1b, 0x1a, 0x1d, 0x1c, 0x1f, 0x1e,
+     0x22, 0x23, 0x20, 0x21, 0x26, 0x27, 0x24, 0x25, 0x2a, 0x2b, 0x28, 0x29, 0x2e, 0x2f, 0x2c, 0x2d,
+     0x33, 0x32, 0x31, 0x30, 0x37, 0x36, 0x35, 0x34, 0x3b, 0x3a, 0x39, 0x38, 0x3f, 0x3e, 0x3d, 0x00},
+    {0x00, 0x00, 0x80, 0xc0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
+     0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xc0}
+};
+#endif
+
 /* One element of any dtype to f32 (no scale). */
 ATTN__PRIVATE float attn__load_f32(const void *p, attn_dtype dt, size_t i) {
     switch (dt) {
@@ -1207,6 +1240,12 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
+
+/* The decode kernels' own dtype, past attn_dtype's: e4m3 rows decoded through byte tables to
+   exact values (where the pass and CPU have them: attn__decode_kernel_dtype), not through
+   f16. The same products to the bit: the f16 way gives e4m3 / 256 and folds 256 into the
+   scale (attn__decode_fold), a power of two. */
+#define ATTN__E4M3_LUT ((attn_dtype)64)
 
 typedef struct attn__decode_plan {
     int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
@@ -3251,6 +3290,12 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
     attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__load32_u8__avx512(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
+#ifdef ATTN__HAVE_E4M3_LUT
+#define ATTN__HAS_E4M3_LUT 1
+#define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
+#define ATTN__VLOAD_E4M3_LUT(p) attn__e4m3_lut1__avx512(p)
+#define ATTN__VLOAD2_E4M3_LUT(p, a, b) attn__e4m3_lut2__avx512((p), &(a), &(b))
+#endif
 #define ATTN__VTRANSUM(v) attn__transum__avx512(v)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
@@ -3322,6 +3367,44 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
     *a = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     *b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
+#ifdef ATTN__HAVE_E4M3_LUT
+/* The 32 e4m3 codes in bytes 0-31 of x as 32 bf16 words, word 2j the value of code j and word
+   2j+1 that of code 16+j, through attn__e4m3_bf16_bytes: the codes spread to both bytes of
+   their word (a byte permute), the high bytes looked up (the low ones zeroed), the low bytes
+   looked up (the codes kept in the high ones), and a XOR that leaves the high byte's entry
+   with the code's sign. Four instructions for the eight of the way through f16 (where the NaN
+   codes need a compare and a blend). The permutes are AVX-512 VBMI: asm, so that the pass
+   needs no VBMI target; callers check ATTN__E4M3_LUT_READY. (e5m2, whose f16 way is a shift,
+   measured no faster by the tables.) */
+ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
+    const __m512i spread = _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12,
+                                           27, 27, 11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8,
+                                           23, 23, 7, 7, 22, 22, 6, 6, 21, 21, 5, 5, 20, 20, 4, 4,
+                                           19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1, 1, 16, 16, 0, 0);
+    const uint8_t(*t)[128] = attn__e4m3_bf16_bytes;
+    const __m512i h0 = _mm512_loadu_si512((const void *)t[0]), h1 = _mm512_loadu_si512((const void *)(t[0] + 64));
+    const __m512i l0 = _mm512_loadu_si512((const void *)t[1]), l1 = _mm512_loadu_si512((const void *)(t[1] + 64));
+    const __mmask64 high = 0xaaaaaaaaaaaaaaaaull, low = 0x5555555555555555ull;
+    __m512i h;
+    __asm__("vpermb %[x], %[i], %[x]" : [x] "+v"(x) : [i] "v"(spread));
+    h = x;
+    __asm__("vpermi2b %[t1], %[t0], %[h]%{%[k]%}%{z%}" : [h] "+v"(h) : [t0] "v"(h0), [t1] "v"(h1), [k] "Yk"(high));
+    __asm__("vpermi2b %[t1], %[t0], %[x]%{%[k]%}" : [x] "+v"(x) : [t0] "v"(l0), [t1] "v"(l1), [k] "Yk"(low));
+    return _mm512_xor_si512(h, x);
+}
+/* 32 e4m3 codes at p as two f32 vectors, in order: each dword of the words holds codes j and
+   16 + j, so a shift and a mask split it (the bf16 value is the f32's high half). */
+ATTN__PRIVATE ATTN__INLINE void attn__e4m3_lut2__avx512(const uint8_t *p, __m512 *a, __m512 *b) {
+    __m512i w = attn__e4m3_bf16_words__avx512(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p)));
+    *a = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *b = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* 16 codes at p (reads 16 bytes). */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
+    __m512i w = attn__e4m3_bf16_words__avx512(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+#endif
 /* Lane i of the result = horizontal sum of v[i], for 16 vectors: a tree of 15 adds (256-bit
    halves, 128-bit quarters, pairs, lanes). The pairing order below makes the sums come out in
    lane order. */
@@ -3494,6 +3577,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #ifndef ATTN__VKEEP  /* a loaded vector kept in a register (see the AVX2 pass); elsewhere the
                         compiler keeps it (AVX-512 has 32 registers) */
 #define ATTN__VKEEP(v) ((void)0)
+#endif
+#ifndef ATTN__HAS_E4M3_LUT  /* e4m3 through byte tables (see the AVX-512 pass) */
+#define ATTN__HAS_E4M3_LUT 0
 #endif
 
 /* ---- elementwise math over the vector layer --------------------------------------------- */
@@ -4209,11 +4295,23 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     }
 }
 
+/* The dtype the kernels read in-place rows of dt as (e4m3 through the byte tables, where the
+   pass and the CPU have them). */
+ATTN__PRIVATE attn_dtype ATTN__FN(attn__decode_kernel_dtype)(attn_dtype dt) {
+#if ATTN__HAS_E4M3_LUT
+    if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__E4M3_LUT;
+#endif
+    return dt;
+}
+
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
-   never multiply by them. e4m3 read in registers comes back as value / 256 (see
-   ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. */
+   never multiply by them. e4m3 read in registers through f16 comes back as value / 256 (see
+   ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. (The byte
+   tables give the value itself.) */
 ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
-    return ATTN__FN(attn__decode_in_place)(P) && P->kv_dtype == ATTN_FP8_E4M3 ? scale * 256.0f : scale;
+    return ATTN__FN(attn__decode_in_place)(P) && ATTN__FN(attn__decode_kernel_dtype)(P->kv_dtype) == ATTN_FP8_E4M3
+               ? scale * 256.0f
+               : scale;
 }
 
 /* Row off of KV head g in block blk. */
@@ -4279,7 +4377,10 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
 /* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
    gets its own loop with the dequantization in registers. */
 ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn_dtype dt, size_t i) {
-    switch (dt) {
+    switch ((int)dt) {
+#if ATTN__HAS_E4M3_LUT
+        case ATTN__E4M3_LUT: return ATTN__VLOAD_E4M3_LUT((const uint8_t *)base + i);
+#endif
         case ATTN_F32: return ATTN__VLOAD((const float *)base + i);
         case ATTN_F16: return ATTN__VLOAD_F16((const uint16_t *)base + i);
         case ATTN_BF16: return ATTN__VLOAD_BF16((const uint16_t *)base + i);
@@ -4292,7 +4393,10 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
    elements, then the odd ones: see attn__decode_pair_order), other dtypes in order. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, attn_dtype dt, size_t i,
                                                               ATTN__VF *a, ATTN__VF *b) {
-    switch (dt) {
+    switch ((int)dt) {
+#if ATTN__HAS_E4M3_LUT
+        case ATTN__E4M3_LUT: ATTN__VLOAD2_E4M3_LUT((const uint8_t *)base + i, *a, *b); return;
+#endif
         case ATTN_BF16: ATTN__VLOAD_BF16_EO((const uint16_t *)base + i, *a, *b); return;
         case ATTN_FP8_E4M3: ATTN__VLOAD2_E4M3_DIV256((const uint8_t *)base + i, *a, *b); return;
         case ATTN_FP8_E5M2: ATTN__VLOAD2_E5M2((const uint8_t *)base + i, *a, *b); return;
@@ -4428,13 +4532,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 
 /* logits of the four heads of a group. Rows of up to DACC/2 vectors keep the queries in
    registers, two heads at a time (the chunk is re-read from L1 for the other two), except for
-   e4m3, whose decode costs more than the query loads it would save. */
+   e4m3 and the table decode, whose decode costs more than the query loads it would save. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                              const void *k, attn_dtype dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
-    if (nvec <= ATTN__DACC / 2 && dt != ATTN_FP8_E4M3) {
+    if (nvec <= ATTN__DACC / 2 && dt != ATTN_FP8_E4M3 && dt != ATTN__E4M3_LUT) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
                                               logits + (size_t)h * ATTN__DECODE_PSTRIDE, ahead);
@@ -4518,7 +4622,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
     if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
-    } else if (dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2 || (dt != ATTN_F32 && nvec > q2)) {
+    } else if (attn__is_fp8(dt) || dt == ATTN__E4M3_LUT || (dt != ATTN_F32 && nvec > q2)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
                                            ahead);
@@ -4724,7 +4828,10 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
         if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
         else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh, ahead);            \
         break;
-        switch (r.dt) {
+        switch ((int)ATTN__FN(attn__decode_kernel_dtype)(r.dt)) {
+#if ATTN__HAS_E4M3_LUT
+            ATTN__DECODE_CASE(ATTN__E4M3_LUT)
+#endif
             ATTN__DECODE_CASE(ATTN_F32)
             ATTN__DECODE_CASE(ATTN_F16)
             ATTN__DECODE_CASE(ATTN_BF16)
@@ -4977,6 +5084,10 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VKEEP
 #undef ATTN__PREFETCH
 #undef ATTN__PREFETCH_L2
+#undef ATTN__HAS_E4M3_LUT
+#undef ATTN__E4M3_LUT_READY
+#undef ATTN__VLOAD_E4M3_LUT
+#undef ATTN__VLOAD2_E4M3_LUT
 #undef ATTN__UNROLL
 #undef ATTN__HAS_DOT2
 #ifdef ATTN__DOT2_READY

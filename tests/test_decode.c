@@ -281,6 +281,52 @@ TEST(decode_bf16_pair_kernels_are_taken) {
     td_free(&d);
 }
 
+/* The AVX-512 VBMI table decode of e4m3 (attn__e4m3_bf16_words__avx512) against the f16 one it
+   replaces, with the CPU's VBMI flag shown and hidden: the same bits, with every finite code in
+   the keys and values of D = 80 rows (pairs of vectors and a single one), and NaN from a NaN
+   code in a used value slot either way. e5m2, which keeps the f16 way, as a control. */
+static void td_fill_codes(uint8_t *x, size_t n, attn_dtype dt, uint64_t *rng) {
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c;
+        do c = (uint8_t)attn_test_rand_int(rng, 0, 255);
+        while (!isfinite(dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c)));
+        x[i] = c;
+    }
+}
+TEST(decode_e4m3_tables_match_the_f16_decode) {
+    const int saved = attn__cpu_flags();
+    if (!attn_isa_supported(ATTN_ISA_AVX512) || !(saved & ATTN__CPU_AVX512VBMI)) {
+        printf("  no AVX-512 VBMI on this CPU: the table decode is not taken\n");
+        return;
+    }
+    int lens[3] = {1000, 513, 37};
+    for (int f = 0; f < 2; f++) {
+        td_case c = td_base();
+        c.num_seqs = 3; c.lens = lens; c.D = 80; c.H = 4; c.Hk = 1; c.f32_out = 1;
+        c.kv_dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
+        c.k_scale = f ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not one-hot */
+        td_data d;
+        td_make(&c, 1700 + (uint64_t)f, &d);
+        uint64_t rng = 99 + (uint64_t)f;
+        size_t slots = (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D, n = (size_t)3 * c.H * c.D;
+        td_fill_codes((uint8_t *)d.cache.key, slots, c.kv_dt, &rng);
+        td_fill_codes((uint8_t *)d.cache.value, slots, c.kv_dt, &rng);
+        float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
+        attn_exec e = tu_exec(ATTN_ISA_AVX512, 1);
+        for (int nan = 0; nan < 2; nan++) {
+            if (nan) ((uint8_t *)d.cache.value)[(size_t)d.tables[5] * c.bs * c.D] = 0xff;  /* seq 0, dim 0 */
+            REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
+            attn__cpu_flags_cache = saved & ~ATTN__CPU_AVX512VBMI;
+            REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
+            attn__cpu_flags_cache = saved;
+            CHECK_BITEQ(a, b, n * 4);
+            CHECK_MSG(isnan(a[0]) == nan && !isnan(a[c.H * c.D]), "%s: NaN code gave %g", attn_dtype_name(c.kv_dt), a[0]);
+        }
+        free(a); free(b);
+        td_free(&d);
+    }
+}
+
 /* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise). */
 TEST(decode_alone_equals_in_batch_of_64) {
     int lens[64];
@@ -388,5 +434,6 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
     ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels), ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken), \
+    ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode), \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
     ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)
