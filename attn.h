@@ -297,7 +297,8 @@ ATTNDEF attn_isa attn_best_isa(void);
 /* 1 when the ISA is compiled in and the CPU (and OS) support it. ATTN_ISA_AUTO counts as 1. */
 ATTNDEF int attn_isa_supported(attn_isa isa);
 ATTNDEF const char *attn_isa_name(attn_isa isa);   /* "auto", "scalar", "avx2", ...; never NULL */
-/* What was detected, e.g. "avx2=yes fma=yes f16c=yes avx512f=no avx512bf16=no". Static string. */
+/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes" (on aarch64
+   "neon=yes"). Static string. */
 ATTNDEF const char *attn_cpu_features(void);
 /* Threads a call with this exec will use (>= 1). */
 ATTNDEF int attn_exec_threads(const attn_exec *exec);
@@ -896,12 +897,16 @@ ATTNDEF const char *attn_cpu_features(void) {
 #ifdef __aarch64__
     return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
 #else
-    static const char *const text[8] = {
-        "avx2=no avx512=no avx512bf16=no",  "avx2=yes avx512=no avx512bf16=no",
-        "avx2=no avx512=yes avx512bf16=no", "avx2=yes avx512=yes avx512bf16=no",
-        "avx2=no avx512=no avx512bf16=yes", "avx2=yes avx512=no avx512bf16=yes",
-        "avx2=no avx512=yes avx512bf16=yes", "avx2=yes avx512=yes avx512bf16=yes"};
-    return text[attn__cpu_flags() & 7];
+    static const char *const text[16] = {  /* indexed by the four ATTN__CPU_ flags below bit 4 */
+        "avx2=no avx512=no avx512bf16=no avx512vbmi=no", "avx2=yes avx512=no avx512bf16=no avx512vbmi=no",
+        "avx2=no avx512=yes avx512bf16=no avx512vbmi=no", "avx2=yes avx512=yes avx512bf16=no avx512vbmi=no",
+        "avx2=no avx512=no avx512bf16=yes avx512vbmi=no", "avx2=yes avx512=no avx512bf16=yes avx512vbmi=no",
+        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=no", "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no",
+        "avx2=no avx512=no avx512bf16=no avx512vbmi=yes", "avx2=yes avx512=no avx512bf16=no avx512vbmi=yes",
+        "avx2=no avx512=yes avx512bf16=no avx512vbmi=yes", "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes",
+        "avx2=no avx512=no avx512bf16=yes avx512vbmi=yes", "avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes",
+        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes", "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes"};
+    return text[attn__cpu_flags() & 15];
 #endif
 }
 
