@@ -4811,7 +4811,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
                                                               const attn__decode_scratch *sc, size_t heads, int t,
                                                               attn__decode_ahead cursor) {
     attn__decode_ahead *ahead = &cursor;
-    int Dv = P->Dv;
+    int Dv = P->Dv, dt = (int)ATTN__FN(attn__decode_kernel_dtype)(r.dt);  /* once a chunk, not a head group */
     for (int h = 0; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
@@ -4833,7 +4833,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
         if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
         else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh, ahead);            \
         break;
-        switch ((int)ATTN__FN(attn__decode_kernel_dtype)(r.dt)) {
+        switch (dt) {
 #if ATTN__HAS_E4M3_LUT
             ATTN__DECODE_CASE(ATTN__E4M3_LUT)
 #endif
