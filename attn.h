@@ -4865,7 +4865,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
         const char *next_cache = cache;
         jn = j;
         nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
-        if (nn == 0 && kind == 0) {  /* after the keys come the values */
+        int last = nn == 0;  /* told by position: K and V may be one buffer */
+        if (last && kind == 0) {  /* after the keys come the values */
             jn = lo;
             nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
             next_cache = P->value_cache;
@@ -4883,7 +4884,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                 }
             }
         }
-        if (next_cache != cache) break;
+        if (last) break;
         memcpy(cur, nxt, sizeof cur);
         np = nn;
         j = jn;

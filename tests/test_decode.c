@@ -355,6 +355,37 @@ TEST(decode_alone_equals_in_batch_of_64) {
     td_free(&d);
 }
 
+/* Keys and values may be one buffer (attention with V = K): the same bits as two buffers
+   holding the same data. (The passes once told keys from values by their buffers' addresses,
+   and went round forever when the two were one.) */
+TEST(decode_keys_and_values_may_share_a_buffer) {
+    int lens[3] = {1, 700, 1300};
+    td_case c = td_base();
+    c.num_seqs = 3; c.lens = lens; c.kv_dt = ATTN_F16; c.H = 8; c.Hk = 4;
+    td_data d;
+    td_make(&c, 1500, &d);
+    memcpy(d.cache.value, d.cache.key,
+           (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D * attn_dtype_size(c.kv_dt));
+    void *separate = d.cache.value;
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    size_t n_out = (size_t)c.num_seqs * c.H * c.D;
+    float *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
+    for (int k = 0; k < n_isa; k++)
+        for (int t = 1; t <= 2; t++) {
+            attn_exec e = tu_exec(isas[k], t);
+            attn_paged_version ver = t == 1 ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
+            d.cache.value = separate;
+            REQUIRE(td_run(&c, &d, &e, ver, a, NULL) == ATTN_OK);
+            d.cache.value = d.cache.key;
+            CHECK_STATUS(td_run(&c, &d, &e, ver, b, NULL), ATTN_OK);
+            CHECK_BITEQ(a, b, n_out * 4);
+        }
+    d.cache.value = separate;
+    free(a); free(b);
+    td_free(&d);
+}
+
 TEST(decode_version_rule_matches_vllm) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = 32; p.num_kv_heads = 8; p.head_size = 128;
@@ -435,5 +466,6 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels), ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken), \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode), \
-    ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
+    ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer), \
+    ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
     ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)
