@@ -358,7 +358,8 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
    the key and value memory huge pages (madvise(MADV_HUGEPAGE)) made those reads 10-20% faster
    on the machine this was measured on (README, Performance). */
 typedef struct attn_kv_cache {
-    void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each */
+    void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each; may be one
+                              buffer (values that are the keys): read as two that hold the same */
     int num_blocks;        /* >= 1 */
     int block_size;        /* tokens per block, >= 1 */
     int num_kv_heads;      /* Hk >= 1 */

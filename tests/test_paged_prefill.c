@@ -102,6 +102,43 @@ TEST(paged_prefill_every_option_and_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Keys and values in one buffer: the same bits as two buffers holding the same data (as
+   decode_keys_and_values_may_share_a_buffer). */
+TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
+    int lens[2] = {300, 45};
+    int32_t qsl[3] = {0, 40, 85};
+    td_case c = td_base();
+    c.num_seqs = 2; c.lens = lens; c.kv_dt = ATTN_BF16;
+    td_data d;
+    td_make(&c, 2400, &d);
+    memcpy(d.cache.value, d.cache.key,
+           (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D * attn_dtype_size(c.kv_dt));
+    void *separate = d.cache.value;
+    size_t n_out = (size_t)qsl[2] * c.H * c.D;
+    float *q = (float *)tu_alloc(n_out * 4), *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
+    uint64_t rng = 5;
+    for (size_t i = 0; i < n_out; i++) q[i] = attn_test_rand_uniform(&rng, -1.5f, 1.5f);
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    for (int k = 0; k < n_isa; k++) {
+        attn_exec e = tu_exec(isas[k], 2);
+        attn_rows rq = {q, ATTN_F32, 0}, ra = {a, ATTN_F32, 0}, rb = {b, ATTN_F32, 0};
+        size_t bytes = attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, 2);
+        void *ws = tu_alloc(bytes);
+        d.cache.value = separate;
+        REQUIRE(attn_paged_prefill(&d.p, &e, rq, ra, &d.cache, d.tables, d.max_blocks, qsl, d.lens, 2, 1, NULL,
+                                   ws, bytes) == ATTN_OK);
+        d.cache.value = d.cache.key;
+        CHECK_STATUS(attn_paged_prefill(&d.p, &e, rq, rb, &d.cache, d.tables, d.max_blocks, qsl, d.lens, 2, 1,
+                                        NULL, ws, bytes), ATTN_OK);
+        CHECK_BITEQ(a, b, n_out * 4);
+        free(ws);
+    }
+    d.cache.value = separate;
+    free(q); free(a); free(b);
+    td_free(&d);
+}
+
 /* Splitting the keys in two (prefix in the cache, the rest as plain rows) and merging with
    attn_merge_states gives the unsplit result. */
 TEST(merge_states_of_a_split_equals_unsplit) {
@@ -151,4 +188,5 @@ TEST(merge_states_of_a_split_equals_unsplit) {
 #define TEST_PAGED_PREFILL_LIST                                                                   \
     ATTN_TEST_ENTRY(paged_prefill_contexts_and_chunks),                                           \
     ATTN_TEST_ENTRY(paged_prefill_every_option_and_dtype),                                        \
+    ATTN_TEST_ENTRY(paged_prefill_keys_and_values_may_share_a_buffer),                            \
     ATTN_TEST_ENTRY(merge_states_of_a_split_equals_unsplit)
