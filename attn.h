@@ -4304,6 +4304,14 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     }
 }
 
+/* Whether the kernels read dt as fp8 (either format, or e4m3 through the byte tables): rows
+   whose decode costs more than the loads of the queries or accumulators it would save, so
+   each vector is converted once for the four heads of a group (attn__decode_dots,
+   attn__decode_pv). */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn_dtype dt) {
+    return attn__is_fp8(dt) || dt == ATTN__E4M3_LUT;
+}
+
 /* The dtype the kernels read in-place rows of dt as (e4m3 through the byte tables, where the
    pass and the CPU have them). */
 ATTN__PRIVATE attn_dtype ATTN__FN(attn__decode_kernel_dtype)(attn_dtype dt) {
@@ -4571,7 +4579,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                                              int n, int Dk, float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
-    if (nvec <= ATTN__DACC / 2 && !attn__is_fp8(dt) && dt != ATTN__E4M3_LUT) {
+    if (nvec <= ATTN__DACC / 2 && !ATTN__FN(attn__decode_fp8)(dt)) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
                                               logits + (size_t)h * ATTN__DECODE_PSTRIDE, ahead);
@@ -4655,7 +4663,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
     if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
-    } else if (attn__is_fp8(dt) || dt == ATTN__E4M3_LUT || (dt != ATTN_F32 && nvec > q2)) {
+    } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN_F32 && nvec > q2)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
                                            ahead);

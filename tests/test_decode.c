@@ -36,6 +36,11 @@ static void td_store(attn_dtype dt, void *base, size_t i, float x) {
     }
 }
 
+/* KV slots of the cache (each of keys and values). */
+static size_t td_slots(const td_case *c, const td_data *d) {
+    return (size_t)d->cache.num_blocks * c->bs * c->Hk * c->D;
+}
+
 /* Builds a cache whose every unused slot holds NaN, sequences on shuffled blocks, queries, and
    the reference outputs. */
 static void td_make(const td_case *c, uint64_t seed, td_data *d) {
@@ -57,7 +62,7 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
         printf("  kv cache init failed\n");
         exit(2);
     }
-    size_t slots = (size_t)total_blocks * c->bs * c->Hk * c->D;
+    size_t slots = td_slots(c, d);
     d->kf = (float *)tu_alloc(slots * 4);
     d->vf = (float *)tu_alloc(slots * 4);
     for (size_t i = 0; i < slots; i++) {  /* NaN everywhere first: only written slots are valid */
@@ -112,6 +117,11 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
                       d->ref_out + (size_t)s * c->H * c->D, d->ref_lse + (size_t)s * c->H);
         free(k); free(v);
     }
+}
+
+/* Values made a copy of the keys, for runs with the two as one buffer. */
+static void td_values_equal_keys(const td_case *c, td_data *d) {
+    memcpy(d->cache.value, d->cache.key, td_slots(c, d) * attn_dtype_size(c->kv_dt));
 }
 
 static void td_free(td_data *d) {
@@ -308,7 +318,7 @@ TEST(decode_e4m3_tables_match_the_f16_decode) {
         td_data d;
         td_make(&c, 1700 + (uint64_t)f, &d);
         uint64_t rng = 99 + (uint64_t)f;
-        size_t slots = (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D, n = (size_t)3 * c.H * c.D;
+        size_t slots = td_slots(&c, &d), n = (size_t)3 * c.H * c.D;
         td_fill_codes((uint8_t *)d.cache.key, slots, c.kv_dt, &rng);
         td_fill_codes((uint8_t *)d.cache.value, slots, c.kv_dt, &rng);
         float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
@@ -364,8 +374,7 @@ TEST(decode_keys_and_values_may_share_a_buffer) {
     c.num_seqs = 3; c.lens = lens; c.kv_dt = ATTN_F16; c.H = 8; c.Hk = 4;
     td_data d;
     td_make(&c, 1500, &d);
-    memcpy(d.cache.value, d.cache.key,
-           (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D * attn_dtype_size(c.kv_dt));
+    td_values_equal_keys(&c, &d);
     void *separate = d.cache.value;
     attn_isa isas[4];
     int n_isa = tu_isas(isas);

@@ -111,8 +111,7 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
     c.num_seqs = 2; c.lens = lens; c.kv_dt = ATTN_BF16;
     td_data d;
     td_make(&c, 2400, &d);
-    memcpy(d.cache.value, d.cache.key,
-           (size_t)d.cache.num_blocks * c.bs * c.Hk * c.D * attn_dtype_size(c.kv_dt));
+    td_values_equal_keys(&c, &d);
     void *separate = d.cache.value;
     size_t n_out = (size_t)qsl[2] * c.H * c.D;
     float *q = (float *)tu_alloc(n_out * 4), *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
