@@ -1299,7 +1299,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
 #define ATTN__DECODE_STREAMS 1
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
-    int n;
+    int n, off;   /* keys, and the first one's row in the block */
 } attn__decode_piece_at;
 
 /* Rows to ask for ahead of the kernels (see attn__decode_ahead_step): [at, end) into L2, the
@@ -1320,7 +1320,8 @@ ATTN__PRIVATE int attn__decode_pieces(const attn__decode_plan *P, int seq, int64
     for (; k < ATTN__DECODE_STREAMS && *j < hi; k++) {
         out[k].blk = P->block_tables[(int64_t)seq * P->max_blocks + *j / P->block_size];
         out[k].j = *j;
-        out[k].n = (int)ATTN__MIN(P->block_size - *j % P->block_size, hi - *j);
+        out[k].off = (int)(*j % P->block_size);
+        out[k].n = (int)ATTN__MIN(P->block_size - out[k].off, hi - *j);
         *j += out[k].n;
     }
     return k;
@@ -4394,7 +4395,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_a
 ATTN__PRIVATE void ATTN__FN(attn__decode_piece_rows)(const attn__decode_plan *P, const char *cache,
                                                      const attn__decode_piece_at *pc, int g, const char **begin,
                                                      const char **end) {
-    *begin = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, (int)(pc->j % P->block_size));
+    *begin = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, pc->off);
     *end = *begin + (size_t)pc->n * P->D * attn_dtype_size(P->kv_dtype);
 }
 
@@ -4917,11 +4918,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
             else if (g1 - g0 > 1 && nn > 0)
                 ATTN__FN(attn__decode_piece_rows)(P, next_cache, nxt, g0, &ahead.near, &ahead.near_end);
             for (int k = 0; k < np; k++) {
-                int off = (int)(cur[k].j % P->block_size);
                 for (int c = 0; c < cur[k].n; c += ATTN__DECODE_CHUNK) {
                     int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
-                    ATTN__FN(attn__decode_rows) r = ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, off + c,
-                                                                                   m, Dv, sc->tile);
+                    ATTN__FN(attn__decode_rows) r =
+                        ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, cur[k].off + c, m, Dv, sc->tile);
                     ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c, ahead);
                 }
             }
