@@ -1242,6 +1242,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
 #define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+#define ATTN__WIDE_GROUP 8       /* ... or, where G allows, this many (attn__decode_wide_heads) */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
@@ -4482,18 +4483,18 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
    series of 4-10 runs, 64 x 4096 from DRAM and 2 x 256 keys in L2: f16 1.0-1.18x faster,
    bf16 1.04-1.13x, e5m2 1.0-1.16x, f32 0.93-1.09x (no trend). Not for e4m3, whose decode
    needs the registers (0.94x in one series). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv, int hp,
                                                                  const void *k, attn_dtype dt,
                                                                  size_t stride, int Dk, int t, int nk,
                                                                  ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
-    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
+    ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
     int h, c, d;
-    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, ATTN__HEAD_GROUP);
+    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, hp);
     for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
         ATTN__UNROLL for (c = 0; c < nk; c++)
             ATTN__FN(attn__decode_load2)(k, dt, (size_t)(t + c) * stride + d, &k0[c], &k1[c]);
-        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+        ATTN__UNROLL for (h = 0; h < hp; h++) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d), q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
             if (dt != ATTN_FP8_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
             ATTN__UNROLL for (c = 0; c < nk; c++) {
@@ -4505,10 +4506,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
     if (d < Dk)
         ATTN__UNROLL for (c = 0; c < nk; c++) {
             ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
-            ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
+            ATTN__UNROLL for (h = 0; h < hp; h++)
                 acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
         }
-    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
 }
 
 /* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
@@ -4541,16 +4542,17 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
 }
 
 /* logits[h][t] = q_h . k_t (t < n) for hp heads, the queries in registers (reg: nv <= nvmax
-   vectors per head) or read from L1 (hp = 4, any head size). The per-key partial vectors are
-   summed L keys at a time by one transpose-reduce, not one horizontal sum per key; whole
-   vectors are stored (the logits rows have room past n). reg, hp and nvmax are constants after
-   inlining. */
+   vectors per head) or read from L1 (hp = 4 or 8, any head size; with 8 heads half as many keys
+   a step, so the accumulators stay in registers). The per-key partial vectors are summed L keys
+   at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are stored
+   (the logits rows have room past n). reg, hp and nvmax are constants after inlining. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
                                                                    int hp, int nvmax, int nv, const void *k,
                                                                    attn_dtype dt, size_t stride, int n,
                                                                    float *ATTN_RESTRICT logits,
                                                                    attn__decode_ahead *ahead) {
-    ATTN__VF qr[ATTN__DACC], part[ATTN__HEAD_GROUP][ATTN__L];
+    ATTN__VF qr[ATTN__DACC], part[ATTN__WIDE_GROUP][ATTN__L];
+    const int nk = reg || hp <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / hp);
     int h, i;
     if (reg)
         ATTN__UNROLL for (h = 0; h < hp; h++)
@@ -4560,26 +4562,32 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
 #define ATTN__DOTS_STEP(NK)                                                                        \
     if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK, part, ahead); \
-    else ATTN__FN(attn__decode_dot_keys)(q, Dv, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, ahead)
-        for (; t + ATTN__DKT <= m; t += ATTN__DKT) { ATTN__DOTS_STEP(ATTN__DKT); }
+    else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, ahead)
+        for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
         ATTN__FN(attn__decode_reduce_parts)(part, hp, m, 1.0f, logits + t0);
     }
 }
 
-/* logits of the four heads of a group. Rows of up to DACC/2 vectors keep the queries in
-   registers, two heads at a time (the chunk is re-read from L1 for the other two), except for
+/* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
+   decoded once for the eight: see attn__decode_chunk). Of four, rows of up to DACC/2 vectors
+   keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the
+   other two), except for
    fp8, whose decode costs more than the query loads it would save: for e5m2 (one shift, then
    the f16 conversion) measured on the Intel AVX-512 VM, five alternating series, 64 x 4096 from
    DRAM 34.9 -> 39.2% of the roofline (median), 1 x 32768 36 -> 42%, D = 64 28 -> 31%, in L2
    1.12x. (f16 and bf16, whose decode is as cheap, measured faster in L2 and slower from DRAM
    that way, 0.95-0.97x: kept here.) */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv, int hp,
                                                              const void *k, attn_dtype dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
+    if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
+        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n, logits, ahead);
+        return;
+    }
     if (nvec <= ATTN__DACC / 2 && !ATTN__FN(attn__decode_fp8)(dt)) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
@@ -4647,7 +4655,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
 
-/* P.V for the four heads of a group. Each value row is read whole and in order: reading parts
+/* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments
+   of DACC/8 vectors (see attn__decode_chunk). For four, each value row is read whole and in
+   order: reading parts
    of several rows in turn defeats the hardware prefetcher (measured about 1.5x slower from
    DRAM). So the accumulators of a whole row stay in registers for as many heads as fit (the
    chunk is re-read from L1 for the other heads), and only rows longer than DACC vectors are
@@ -4658,11 +4668,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
    lines hardly changes). Measured with AVX2 on Zen 3, f16 and bf16, 4 x 1024 keys (in cache):
    1.25-1.3x faster than converting each segment once per head. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
-                                                           attn_dtype dt, size_t stride, int Dk, int Dv,
+                                                           attn_dtype dt, size_t stride, int Dk, int Dv, int hp,
                                                            float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, h, d;
-    const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2;
-    if (nvec <= q4) {
+    const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2, seg = ATTN__DACC / ATTN__WIDE_GROUP;
+    if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
+        for (d = 0; d < Dk; d += seg * ATTN__L)
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
+                                           seg, Dv, o, ahead);
+    } else if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
     } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN_F32 && nvec > q2)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
@@ -4833,6 +4847,44 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 }
 #endif
 
+/* The kernels of one group of HP heads (HP a constant) for the chunk's dtype dt. */
+#define ATTN__DECODE_CASE(DT, HP)                                                                        \
+    case DT:                                                                                             \
+        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
+        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, HP, oh, ahead);            \
+        break;
+#if ATTN__HAS_E4M3_LUT
+#define ATTN__DECODE_CASE_LUT(HP) ATTN__DECODE_CASE(ATTN__E4M3_LUT, HP)
+#else
+#define ATTN__DECODE_CASE_LUT(HP)
+#endif
+#define ATTN__DECODE_SWITCH(HP)                       \
+    switch (dt) {                                     \
+        ATTN__DECODE_CASE_LUT(HP)                     \
+        ATTN__DECODE_CASE(ATTN_F32, HP)               \
+        ATTN__DECODE_CASE(ATTN_F16, HP)               \
+        ATTN__DECODE_CASE(ATTN_BF16, HP)              \
+        ATTN__DECODE_CASE(ATTN_FP8_E4M3, HP)          \
+        default: ATTN__DECODE_CASE(ATTN_FP8_E5M2, HP) \
+    }
+
+/* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
+   decoded once for eight heads instead of once for each four: where the registers hold their
+   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for
+   the dtypes whose decode costs more than a shift (f16, fp8). Measured on the Intel AVX-512 VM,
+   H64/Hk8 (G = 8), 64 x 4096 from DRAM, 2 threads, three alternating series, medians of 7:
+   f16 41.0 -> 45.9% of the roofline, e4m3 27.7 -> 32.7%, e5m2 32.6 -> 36.1%; in L2 (one
+   thread) f16 1.25-1.37x, e4m3 1.14-1.22x, e5m2 1.06-1.13x. f32 and bf16 measured 1-3 points
+   slower from DRAM this way (0.97-1.03x in L2): their rows are read whole, for two heads at a
+   time. The two loops share one function (which made the four-head loop up to 6% slower in L2
+   for bf16, the same from DRAM): the wide loop in a function of its own measured 5-10% slower
+   in L2, and the four-head loop in one of its own 6-15% slower for every dtype. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn_dtype dt) {
+    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
+    if (dt != ATTN_F16 && !ATTN__FN(attn__decode_fp8)(dt)) return 0;
+    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
+}
+
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
    specialised. The prefetch cursor goes in and out by value, as it does for the pair kernels,
@@ -4849,7 +4901,13 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
                                                               attn__decode_ahead cursor) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, dt = (int)ATTN__FN(attn__decode_kernel_dtype)(r.dt);  /* once a chunk, not a head group */
-    for (int h = 0; h < P->G4; h += ATTN__HEAD_GROUP) {
+    int h, hw = ATTN__FN(attn__decode_wide_heads)(P, (attn_dtype)dt);
+    for (h = 0; h < hw; h += ATTN__WIDE_GROUP) {
+        const float *qh = sc->q + (heads + h) * Dv;
+        float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
+        ATTN__DECODE_SWITCH(ATTN__WIDE_GROUP)
+    }
+    for (; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
 #if ATTN__HAS_DOT2
@@ -4865,25 +4923,13 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
             continue;
         }
 #endif
-#define ATTN__DECODE_CASE(DT)                                                                        \
-    case DT:                                                                                         \
-        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
-        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, oh, ahead);            \
-        break;
-        switch (dt) {
-#if ATTN__HAS_E4M3_LUT
-            ATTN__DECODE_CASE(ATTN__E4M3_LUT)
-#endif
-            ATTN__DECODE_CASE(ATTN_F32)
-            ATTN__DECODE_CASE(ATTN_F16)
-            ATTN__DECODE_CASE(ATTN_BF16)
-            ATTN__DECODE_CASE(ATTN_FP8_E4M3)
-            default: ATTN__DECODE_CASE(ATTN_FP8_E5M2)
-        }
-#undef ATTN__DECODE_CASE
+        ATTN__DECODE_SWITCH(ATTN__HEAD_GROUP)
     }
     return cursor;
 }
+#undef ATTN__DECODE_SWITCH
+#undef ATTN__DECODE_CASE_LUT
+#undef ATTN__DECODE_CASE
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
    DECODE_STREAMS block pieces at a time, and for each head its rows of every piece in key

@@ -245,6 +245,30 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Eight query heads or more a KV head: f16 and fp8 rows are decoded once for eight heads (the
+   wide kernels, where the ISA has the registers: AVX-512, NEON, scalar), and G = 12 runs eight
+   wide and four narrow. f32 and bf16 keep groups of four, and head sizes that are not whole
+   vectors (40) go through the f32 tile: checked here all the same, with every ratio. */
+TEST(decode_wide_head_groups) {
+    const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
+    const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}};  /* G = 8, 12, 16, 8 */
+    const attn_dtype kvs[] = {ATTN_F16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F32, ATTN_BF16};
+    int lens[4] = {700, 33, 1, 0}, fails = 0;
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 8; i++)
+            for (int h = 0; h < 4; h++) {
+                td_case c = td_base();
+                if (k >= 3 && i % 2) continue;  /* the narrow dtypes: a few sizes suffice */
+                if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
+                c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
+                c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h) % 3);
+                c.alibi = i % 2; c.window = h == 1 ? 100 : 0; c.cap = h == 2 ? 3.0f : 0.0f; c.sinks = i % 3 == 0;
+                if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+                fails += td_check(&c, 2000 + (uint64_t)(k * 64 + i * 8 + h));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
 /* bf16 queries and cache with D a multiple of 32: on a CPU with AVX-512 BF16 the avx512 runs
    take the bf16 pair kernels. The output is f32 so the check is sharp: every probability is
    rounded to bf16 (relative error <= 2^-9) and |v| <= 1, so |out - ref| <= 2^-9 plus f32
@@ -310,11 +334,11 @@ TEST(decode_e4m3_tables_match_the_f16_decode) {
         return;
     }
     int lens[3] = {1000, 513, 37};
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < 4; f++) {  /* e4m3 / e5m2, groups of four / the wide kernels (G = 8) */
         td_case c = td_base();
-        c.num_seqs = 3; c.lens = lens; c.D = 80; c.H = 4; c.Hk = 1; c.f32_out = 1;
-        c.kv_dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
-        c.k_scale = f ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not one-hot */
+        c.num_seqs = 3; c.lens = lens; c.D = 80; c.H = f < 2 ? 4 : 8; c.Hk = 1; c.f32_out = 1;
+        c.kv_dt = f % 2 ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
+        c.k_scale = f % 2 ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not one-hot */
         td_data d;
         td_make(&c, 1700 + (uint64_t)f, &d);
         uint64_t rng = 99 + (uint64_t)f;
@@ -473,6 +497,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_vector_fp8_matches_scalar_all_codes),                                   \
     ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
     ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
+    ATTN_TEST_ENTRY(decode_wide_head_groups), \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels), ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken), \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode), \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer), \
