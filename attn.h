@@ -4308,8 +4308,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
 
 /* Whether the kernels read dt as fp8 (either format, or e4m3 through the byte tables): rows
    whose decode costs more than the loads of the queries or accumulators it would save, so
-   each vector is converted once for the four heads of a group (attn__decode_dots,
-   attn__decode_pv). */
+   each vector is converted once for the heads of a group, four or eight (attn__decode_dots,
+   attn__decode_pv, attn__decode_wide_heads). */
 ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn_dtype dt) {
     return attn__is_fp8(dt) || dt == ATTN__E4M3_LUT;
 }
