@@ -4571,13 +4571,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 }
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_chunk). Of four, rows of up to DACC/2 vectors
-   keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the
-   other two), except for
-   fp8, whose decode costs more than the query loads it would save: for e5m2 (one shift, then
-   the f16 conversion) measured on the Intel AVX-512 VM, five alternating series, 64 x 4096 from
-   DRAM 34.9 -> 39.2% of the roofline (median), 1 x 32768 36 -> 42%, D = 64 28 -> 31%, in L2
-   1.12x. (f16 and bf16, whose decode is as cheap, measured faster in L2 and slower from DRAM
+   decoded once for the eight: see attn__decode_wide_heads). Of four, rows of up to DACC/2 vectors
+   keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the other
+   two), except for fp8, whose decode costs more than the query loads it would save: for e5m2 (one
+   shift, then the f16 conversion) measured on the Intel AVX-512 VM, five alternating series, 64 x
+   4096 from DRAM 34.9 -> 39.2% of the roofline (median), 1 x 32768 36 -> 42%, D = 64 28 -> 31%, in
+   L2 1.12x. (f16 and bf16, whose decode is as cheap, measured faster in L2 and slower from DRAM
    that way, 0.95-0.97x: kept here.) */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv, int hp,
                                                              const void *k, attn_dtype dt, size_t stride,
@@ -4655,18 +4654,17 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
 
-/* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments
-   of DACC/8 vectors (see attn__decode_chunk). For four, each value row is read whole and in
-   order: reading parts
-   of several rows in turn defeats the hardware prefetcher (measured about 1.5x slower from
-   DRAM). So the accumulators of a whole row stay in registers for as many heads as fit (the
-   chunk is re-read from L1 for the other heads), and only rows longer than DACC vectors are
-   split. Converted rows are the exception where their conversion would be repeated for each
-   head (fp8 always: its decode costs more than the FMAs; f16 and bf16 when a row does not fit
-   for two heads, as D = 128 with AVX2): all four heads share each converted vector, in
-   segments of DACC/4 vectors (a cache line of fp8 per segment when L = 16, so the order of
-   lines hardly changes). Measured with AVX2 on Zen 3, f16 and bf16, 4 x 1024 keys (in cache):
-   1.25-1.3x faster than converting each segment once per head. */
+/* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
+   DACC/8 vectors (see attn__decode_wide_heads). For four, each value row is read whole and in
+   order: reading parts of several rows in turn defeats the hardware prefetcher (measured about 1.5x
+   slower from DRAM). So the accumulators of a whole row stay in registers for as many heads as fit
+   (the chunk is re-read from L1 for the other heads), and only rows longer than DACC vectors are
+   split. Converted rows are the exception where their conversion would be repeated for each head
+   (fp8 always: its decode costs more than the FMAs; f16 and bf16 when a row does not fit for two
+   heads, as D = 128 with AVX2): all four heads share each converted vector, in segments of DACC/4
+   vectors (a cache line of fp8 per segment when L = 16, so the order of lines hardly changes).
+   Measured with AVX2 on Zen 3, f16 and bf16, 4 x 1024 keys (in cache): 1.25-1.3x faster than
+   converting each segment once per head. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
                                                            attn_dtype dt, size_t stride, int Dk, int Dv, int hp,
                                                            float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
