@@ -4870,18 +4870,20 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    decoded once for eight heads instead of once for each four: where the registers hold their
    P.V accumulators (two vectors a head: not AVX2, where one vector a head measured f16 0.95x,
    e4m3 1.1x, e5m2 the same from DRAM on the same VM), outside the bf16 pair kernels, and for
-   the dtypes whose decode costs more than a shift (f16, fp8). Measured on the Intel AVX-512 VM,
-   2 threads, alternating builds, % of the roofline (medians of 7 runs): H64/Hk8 (G = 8), 64 x
-   4096, three series, f16 39.6-41.8 -> 45.4-46.0, e4m3 27.2-28.7 -> 32.2-33.3, e5m2 32.6-32.9
-   -> 35.0-35.4; H128/Hk8 (G = 16), 64 x 2048, two series, f16 33.0 -> 40.0-41.8, e4m3 30.0-30.3
-   -> 36.4-36.5, e5m2 34.8-35.3 -> 39.2-39.3; in L2 (one thread, G = 8) f16 1.38x, e4m3 1.23x,
-   e5m2 1.14x. f32 and bf16 measured 1-3 points slower from DRAM this way (0.97-1.03x in L2):
-   their rows are read whole, for two heads at a time. The two loops share one function (which
-   made the four-head loop up to 6% slower in L2 for bf16, the same from DRAM): the wide loop in
-   a function of its own measured 5-10% slower in L2, the four-head loop in one 6-15% slower. */
+   the dtypes that are decoded at all (not f32). Measured on the Intel AVX-512 VM, 2 threads,
+   alternating builds, % of the roofline (medians of 7 runs): H64/Hk8 (G = 8), 64 x 4096, three
+   series, f16 39.6-41.8 -> 45.4-46.0, e4m3 27.2-28.7 -> 32.2-33.3, e5m2 32.6-32.9 -> 35.0-35.4,
+   bf16 44.2-45.0 -> 45.8-46.1; H128/Hk8 (G = 16), 64 x 2048, f16 33.0 -> 40.0-41.8, e4m3
+   30.0-30.3 -> 36.4-36.5, e5m2 34.8-35.3 -> 39.2-39.3 (two series), bf16 38.7-39.6 ->
+   41.1-42.2 (three); in L2 (one thread, G = 8) f16 1.38x, e4m3 1.23x, e5m2 1.14x, bf16 1.10x.
+   f32, in L2 1.07x (G = 8) and 1.14x (G = 16), measured 1.2 points slower from DRAM at G = 8
+   and 0.8 faster at G = 16 (two series): its rows stay whole, for two heads at a time. The two
+   loops share one function (which made the four-head loop up to 6% slower in L2 for bf16, the
+   same from DRAM): the wide loop in a function of its own measured 5-10% slower in L2, the
+   four-head loop in one 6-15% slower. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn_dtype dt) {
     if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
-    if (dt != ATTN_F16 && !ATTN__FN(attn__decode_fp8)(dt)) return 0;
+    if (dt == ATTN_F32) return 0;
     return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
 }
 
