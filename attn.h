@@ -26,6 +26,8 @@
        ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
+       ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of attn_sdpa gives to bf16
+                                                value tiles packed once and reused (see MEMORY)
 
    QUICK START (examples/quickstart.c)
        #define ATTN_IMPLEMENTATION
@@ -84,6 +86,12 @@
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
        the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
+       Where the bf16 pair kernels can run (below), attn_sdpa's workspace also holds, per
+       thread, the value rows of the first whole 64-key tiles of one (sequence, KV head)
+       interleaved by pairs of keys, as vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a
+       thread, no more than the longest sequence needs - so that each query tile of that KV head
+       reuses them instead of packing them again. The same values either way: results do not
+       depend on it.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -331,7 +339,9 @@ ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_
    [4] API: dense varlen SDPA (no cache) - TorchSDPA / xFormers prefill.
    Sequence n's queries are rows [cu_seqlens_q[n], cu_seqlens_q[n+1]) of q, its keys/values rows
    [cu_seqlens_k[n], cu_seqlens_k[n+1]) of k and v; sequences never see each other.
-   cu_seqlens_* are non-decreasing int32 [num_seqs+1] starting at 0. lse: [Tq][H] f32 or NULL. */
+   cu_seqlens_* are non-decreasing int32 [num_seqs+1] starting at 0. lse: [Tq][H] f32 or NULL.
+   The workspace size depends on the longest key sequence where the bf16 pair kernels can run
+   (see MEMORY); cu_seqlens_k = NULL in the size query gives the most any call can need. */
 ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
                                         const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                                         int num_seqs);
@@ -710,6 +720,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #endif
 #ifndef ATTN_HEADER_FILENAME
 #define ATTN_HEADER_FILENAME "attn.h"
+#endif
+#ifndef ATTN_VALUE_CACHE_BYTES
+#define ATTN_VALUE_CACHE_BYTES (2u << 20)
 #endif
 #ifndef ATTN_ASSERT
 #include <assert.h>
@@ -1143,6 +1156,7 @@ typedef struct attn__prefill_plan {
     const char *k, *v; attn_dtype kv_dtype; int64_t k_stride, v_stride;
     const int32_t *k_start;      /* [num_seqs+1] key row offsets (rows source) */
     int bf16_pairs;              /* bf16 q, k, v: eligible for the bf16 dot-product kernels */
+    int value_tiles;             /* whole key tiles of packed value pairs a thread keeps */
     /* ... or the paged cache */
     const char *key_cache, *value_cache;
     float k_scale, v_scale;
@@ -1153,6 +1167,10 @@ typedef struct attn__prefill_plan {
     char *scratch; size_t scratch_bytes;  /* per thread */
     const void *dnnl;            /* attn__dnnl_call when the GEMMs run on oneDNN, else NULL */
 } attn__prefill_plan;
+
+/* Which (sequence, KV head) a thread's packed value tiles belong to, and how many of its first
+   whole key tiles they hold; reset by every call before its items run (see MEMORY). */
+typedef struct attn__value_cache { int seq, g, tiles; } attn__value_cache;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
    query and the layout cannot drift apart. The kernel keeps query rows in vector lanes
@@ -1170,7 +1188,12 @@ typedef struct attn__prefill_scratch {
     float *rowblk;         /* [MAX_LANES][block_row_stride] a vector's worth of query or output rows */
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
     const uint16_t **krows16;      /* [KEY_TILE] the same for the bf16 pair kernels */
+    attn__value_cache *vcache;     /* the thread's packed value tiles (NULL when it keeps none) */
+    uint32_t *vtiles;              /* [value_tiles][KEY_TILE / 2][Dp] value pairs */
 } attn__prefill_scratch;
+
+/* One key tile's values interleaved by pairs of keys: [KEY_TILE / 2][Dp] u32. */
+ATTN__PRIVATE size_t attn__value_tile_bytes(int Dp) { return sizeof(uint32_t) * (ATTN__KEY_TILE / 2) * (size_t)Dp; }
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
     size_t at = (size_t)*cursor;
@@ -1179,7 +1202,7 @@ ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
 }
 
 /* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size. */
-ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, char *base,
+ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, int value_tiles, char *base,
                                                   attn__prefill_scratch *s) {
     char *c = base;
     size_t rc = (size_t)rows_cap, f = sizeof(float);
@@ -1199,6 +1222,11 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, c
     t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
+    t.vcache = NULL; t.vtiles = NULL;
+    if (value_tiles > 0) {
+        t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
+        t.vtiles = (uint32_t *)attn__carve(&c, attn__value_tile_bytes(Dp) * (size_t)value_tiles);
+    }
     if (s) *s = t;
     return (size_t)(c - base);
 }
@@ -1954,14 +1982,33 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
 }
 
+/* How many whole key tiles of packed bf16 value pairs each thread of an attn_sdpa call keeps
+   (see MEMORY): as many as the longest key sequence has (cu_k NULL: no limit), within
+   ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (another ISA, a CPU without
+   AVX-512 BF16, f32_probs, oneDNN). Not the dtypes: the size query does not know them. */
+ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec *exec, const int32_t *cu_k,
+                                          int num_seqs) {
+    attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
+    int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / attn__value_tile_bytes(attn__padded_dims(p->head_size)));
+    int64_t longest = 0;
+    if (isa == ATTN_ISA_AUTO) isa = attn_best_isa();
+    if (isa != ATTN_ISA_AVX512 || !(attn__cpu_flags() & ATTN__CPU_AVX512BF16)) return 0;
+    if (exec && (exec->f32_probs || exec->gemm != ATTN_GEMM_NATIVE)) return 0;
+    fit = ATTN__MIN(fit, (int64_t)0x7fffffff);
+    if (!cu_k) return (int)fit;
+    for (int i = 0; i < num_seqs; i++) longest = ATTN__MAX(longest, (int64_t)cu_k[i + 1] - cu_k[i]);
+    return (int)ATTN__MIN(fit, longest / ATTN__KEY_TILE);
+}
+
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
 ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, const attn_exec *exec, int num_seqs,
-                                             char *base, int64_t **item_start, char **scratch,
-                                             size_t *scratch_bytes) {
+                                             int value_tiles, char *base, int64_t **item_start,
+                                             char **scratch, size_t *scratch_bytes) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
     int Dp = attn__padded_dims(D);
-    size_t per_thread = attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, NULL, NULL));
+    size_t per_thread =
+        attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, value_tiles, NULL, NULL));
     int threads = attn_exec_threads(exec);
 #ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
     if (exec && exec->gemm == ATTN_GEMM_ONEDNN)
@@ -2043,12 +2090,24 @@ ATTN__PRIVATE attn_status attn__gemm_end(attn__prefill_plan *P, attn__gemm_call 
     return ATTN_OK;
 }
 
+/* Every thread's packed value tiles start empty: the workspace may hold another call's. */
+ATTN__PRIVATE void attn__value_caches_reset(const attn__prefill_plan *P, int threads) {
+    attn__prefill_scratch sc;
+    for (int t = 0; t < threads && P->value_tiles > 0; t++) {
+        attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
+                                     P->scratch + (size_t)t * P->scratch_bytes, &sc);
+        sc.vcache->seq = -1;
+        sc.vcache->tiles = 0;
+    }
+}
+
 /* Runs every item of a prefill plan on the engine exec asks for. */
 ATTN__PRIVATE attn_status attn__prefill_execute(const attn_exec *exec, attn__prefill_plan *P,
                                                 const attn__kernels *k, int64_t items) {
     attn__prefill_run run;
     attn__gemm_call call;
     ATTN__TRY(attn__gemm_begin(exec, P, items, &call));
+    attn__value_caches_reset(P, attn_exec_threads(exec));
     run.plan = P; run.k = k;
     attn__run_items(exec, (int)items, attn__prefill_task, &run);
     return attn__gemm_end(P, &call);
@@ -2057,10 +2116,12 @@ ATTN__PRIVATE attn_status attn__prefill_execute(const attn_exec *exec, attn__pre
 ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
                                         const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                                         int num_seqs) {
-    (void)cu_seqlens_q; (void)cu_seqlens_k;
+    (void)cu_seqlens_q;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs,
+                                   attn__value_cache_tiles(params, exec, cu_seqlens_k, num_seqs), NULL, NULL,
+                                   NULL, NULL);
 }
 
 /* The part of every prefill plan that does not depend on where keys come from: workspace,
@@ -2068,16 +2129,17 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
 ATTN__PRIVATE attn_status attn__prefill_plan_rows_out(attn__prefill_plan *P, const attn_params *params,
                                                       const attn_exec *exec, attn_rows q, attn_rows out,
                                                       const int32_t *q_start, int num_seqs, int causal,
-                                                      float *lse, char *ws, size_t ws_bytes,
-                                                      int64_t *items) {
+                                                      float *lse, int value_tiles, char *ws,
+                                                      size_t ws_bytes, int64_t *items) {
     int64_t *item_start = NULL;
     int H = params->num_heads, D = params->head_size;
-    size_t need = attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
+    size_t need = attn__prefill_ws_layout(params, exec, num_seqs, value_tiles, NULL, NULL, NULL, NULL);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, exec, num_seqs, ws, &item_start, &P->scratch,
+    attn__prefill_ws_layout(params, exec, num_seqs, value_tiles, ws, &item_start, &P->scratch,
                             &P->scratch_bytes);
     P->item_start = item_start;
+    P->value_tiles = value_tiles;
     *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
     ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
     P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
@@ -2092,7 +2154,7 @@ ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_para
                                           const attn_exec *exec, attn_rows q, attn_rows k,
                                           attn_rows v, attn_rows out, const int32_t *cu_q,
                                           const int32_t *cu_k, int num_seqs, int causal, float *lse,
-                                          char *ws, size_t ws_bytes, int64_t *items) {
+                                          int value_tiles, char *ws, size_t ws_bytes, int64_t *items) {
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__TRY(attn__offsets_check(cu_q, num_seqs));
     ATTN__TRY(attn__offsets_check(cu_k, num_seqs));
@@ -2103,7 +2165,8 @@ ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_para
     ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
     ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
     ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, ws, ws_bytes, items));
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, value_tiles, ws,
+                                          ws_bytes, items));
     P->source = ATTN__KV_ROWS;
     P->k = (const char *)k.data; P->v = (const char *)v.data; P->kv_dtype = k.dtype;
     P->k_stride = k.stride ? k.stride : (int64_t)Hk * D;
@@ -2124,7 +2187,8 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
-                              causal, lse, (char *)ws, ws_bytes, &items));
+                              causal, lse, attn__value_cache_tiles(params, exec, cu_seqlens_k, num_seqs),
+                              (char *)ws, ws_bytes, &items));
     return attn__prefill_execute(exec, &P, kern, items);
 }
 
@@ -2782,7 +2846,7 @@ ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, cons
     (void)query_start_loc; (void)seq_lens;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    return attn__prefill_ws_layout(params, exec, num_seqs, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs, 0, NULL, NULL, NULL, NULL);
 }
 
 /* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
@@ -2800,7 +2864,8 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
     ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
     ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, ws, ws_bytes, items));
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, 0, ws, ws_bytes,
+                                          items));
     P->source = ATTN__KV_PAGED;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
@@ -2972,7 +3037,7 @@ ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_s
     int threads = attn_exec_threads(exec);
     if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
     if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
-    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, NULL, NULL, NULL, NULL);
+    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, 0, NULL, NULL, NULL, NULL);
     size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
     *decode_at = attn__align_up(pre);
     return *decode_at + dec;
@@ -3035,7 +3100,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                                            (char *)ws, decode_at, &pre_items));
     else
         ATTN__TRY(attn__sdpa_plan(&pre, p, &ex, query, key, value, out, f.q_start, f.k_start,
-                                  f.prefills, f.causal, NULL, (char *)ws, decode_at, &pre_items));
+                                  f.prefills, f.causal, NULL, 0, (char *)ws, decode_at, &pre_items));
     if (f.decodes) {
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
         attn_rows dq = query, dout = out;
@@ -3876,18 +3941,30 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(const uint32_
             ATTN__VSTORE(ot + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
 
-/* Keys [k0, k0+n) for the pair kernels: key rows straight from the source, value rows
-   interleaved by pairs of keys into vt (an odd last key pairs with zeros, as do dims >= D). */
-ATTN__PRIVATE void ATTN__FN(attn__tile_pairs)(const attn__prefill_plan *P, int seq, int g,
-                                              int64_t k0, int n, int ncols,
-                                              const attn__prefill_scratch *sc) {
-    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero, *even = zero;
-    uint32_t *vt2 = (uint32_t *)(void *)sc->vt;
-    int D = P->D, Dp = P->Dp, c, d;
+/* Keys [k0, k0+n) for the pair kernels: where each key row is (padding columns read zeros). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_key_rows16)(const attn__prefill_plan *P, int seq, int g,
+                                                   int64_t k0, int n, int ncols,
+                                                   const attn__prefill_scratch *sc) {
+    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero;
+    int c;
     for (c = 0; c < n; c++) {
         const char *kp, *vp;
         attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
         sc->krows16[c] = (const uint16_t *)(const void *)kp;
+    }
+    for (; c < ncols; c++) sc->krows16[c] = zero;
+}
+
+/* Values of keys [k0, k0+n) interleaved by pairs of keys into vt2 [n/2][Dp] (an odd last key
+   pairs with zeros, as do dims >= D). */
+ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P, int seq, int g,
+                                                    int64_t k0, int n, const attn__prefill_scratch *sc,
+                                                    uint32_t *vt2) {
+    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero, *even = zero;
+    int D = P->D, Dp = P->Dp, c, d;
+    for (c = 0; c < n; c++) {
+        const char *kp, *vp;
+        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
         if (c % 2 == 0) even = (const uint16_t *)(const void *)vp;
         if (c % 2 == 1 || c == n - 1) {
             uint32_t *row = vt2 + (size_t)(c / 2) * Dp;
@@ -3895,7 +3972,29 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_pairs)(const attn__prefill_plan *P, int s
             for (d = D; d < Dp; d++) row[d] = 0;
         }
     }
-    for (; c < ncols; c++) sc->krows16[c] = zero;
+}
+
+/* The value pairs of the tile at k0 (n keys). The query tiles of one (sequence, KV head) all
+   walk its keys from 0 in the same whole tiles, so a thread keeps the first value_tiles of
+   them packed and every later item of that KV head reads them back (the same values: results
+   never depend on the cache); partial tiles and tiles past the cache are packed into vt. */
+ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefill_plan *P, int seq,
+                                                               int g, int64_t k0, int n,
+                                                               const attn__prefill_scratch *sc) {
+    attn__value_cache *cache = sc->vcache;
+    int64_t t = k0 / ATTN__KEY_TILE;
+    if (cache && n == ATTN__KEY_TILE && k0 % ATTN__KEY_TILE == 0 && t < P->value_tiles) {
+        uint32_t *slot = sc->vtiles + (size_t)t * (ATTN__KEY_TILE / 2) * P->Dp;
+        if (cache->seq != seq || cache->g != g) { cache->seq = seq; cache->g = g; cache->tiles = 0; }
+        if (t < cache->tiles) return slot;
+        if (t == cache->tiles) {
+            ATTN__FN(attn__pack_value_pairs)(P, seq, g, k0, n, sc, slot);
+            cache->tiles++;
+            return slot;
+        }
+    }
+    ATTN__FN(attn__pack_value_pairs)(P, seq, g, k0, n, sc, (uint32_t *)(void *)sc->vt);
+    return (const uint32_t *)(const void *)sc->vt;
 }
 #endif
 
@@ -4084,7 +4183,7 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int 
     int rs = P->rows_cap, ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, c0;
 #if ATTN__HAS_DOT2
     if (pairs) {
-        ATTN__FN(attn__tile_pairs)(P, seq, g, k0, n, ncols, sc);
+        ATTN__FN(attn__tile_key_rows16)(P, seq, g, k0, n, ncols, sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__NR)
             for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
                 ATTN__FN(attn__qk_dot2_micro)((const uint32_t *)(const void *)sc->qt + rb, rs, P->D / 2,
@@ -4106,23 +4205,23 @@ ATTN__PRIVATE const float *ATTN__FN(attn__rescale_of)(const attn__prefill_scratc
     return NULL;
 }
 
-/* Outputs after one tile: O = O * alpha + P . V over the tile's n keys. */
+/* Outputs after one tile: O = O * alpha + P . V over the tile's n keys; vt2: the tile's value
+   pairs for the pair kernels, NULL for the f32 ones. */
 ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
-                                                int pairs, const attn__prefill_scratch *sc) {
+                                                const uint32_t *vt2, const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
 #if ATTN__HAS_DOT2
-    if (pairs) {
+    if (vt2) {
         for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
             const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
             for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2,
-                                              (const uint32_t *)(const void *)sc->vt, P->Dp, d0, alpha,
-                                              sc->ot + (size_t)d0 * rs + rb);
+                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2, vt2,
+                                              P->Dp, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
         }
         return;
     }
 #endif
-    (void)pairs;
+    (void)vt2;
     for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
         const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
         for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
@@ -4148,7 +4247,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     pairs = P->bf16_pairs && ATTN__DOT2_READY();
 #endif
 
-    attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
+                                 P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, pairs, &sc);
     if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
     if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
@@ -4161,7 +4261,11 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
             ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
                                           ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
-        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, pairs, &sc);
+        const uint32_t *vt2 = NULL;
+#if ATTN__HAS_DOT2
+        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, &sc);
+#endif
+        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, &sc);
     }
     ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }

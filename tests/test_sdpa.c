@@ -214,6 +214,48 @@ TEST(sdpa_bf16_pair_kernels_sweep) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* bf16 value tiles packed once per (sequence, KV head) and thread, reused by its other query
+   tiles (see MEMORY in attn.h): keys past the cache's limit (ATTN_VALUE_CACHE_BYTES: 32 tiles
+   of D = 512), partial tiles, windows that start mid-tile, several query tiles per KV head, and
+   a workspace reused by a call with other values (the cache must not serve the old ones). */
+TEST(sdpa_bf16_value_cache) {
+    int lq[2] = {50, 7}, lk[2] = {2117, 64}, fails = 0;
+    for (int opt = 0; opt < 2; opt++) {  /* bottom-right causal: the last query sees every key */
+        ts_case c; memset(&c, 0, sizeof c);
+        c.H = 2; c.Hk = 1; c.D = 512; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.dt = ATTN_BF16;
+        c.causal = 1; c.window = opt ? 100 : 0;
+        fails += ts_check(&c, 810 + (uint64_t)opt);
+    }
+    CHECK_EQ_INT(fails, 0);
+    /* without cu_seqlens_k the size query gives the most any call can need */
+    attn_params p; memset(&p, 0, sizeof p);
+    p.num_heads = 2; p.num_kv_heads = 1; p.head_size = 512;
+    int32_t cu_q[3] = {0, 50, 57}, cu_k[3] = {0, 2117, 2181};
+    CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >= attn_sdpa_workspace_size(&p, NULL, cu_q, cu_k, 2));
+
+    ts_case c; memset(&c, 0, sizeof c);
+    int lq1[1] = {60}, lk1[1] = {300};
+    c.H = 4; c.Hk = 1; c.D = 64; c.num_seqs = 1; c.lq = lq1; c.lk = lk1; c.dt = ATTN_BF16; c.causal = 1;
+    ts_data a, b;
+    ts_make(&c, 820, &a);
+    ts_make(&c, 821, &b);
+    attn_exec e = tu_exec(ATTN_ISA_AUTO, 1);
+    size_t n_out = (size_t)60 * 4 * 64, ws_bytes = attn_sdpa_workspace_size(&a.p, &e, a.cu_q, a.cu_k, 1);
+    uint16_t *reused = (uint16_t *)tu_alloc(n_out * 2), *fresh = (uint16_t *)tu_alloc(n_out * 2);
+    void *ws = tu_alloc(ws_bytes);
+    attn_rows o = {reused, ATTN_BF16, 0};
+    attn_rows qa = {a.q, ATTN_BF16, a.q_stride}, ka = {a.k, ATTN_BF16, a.kv_stride}, va = {a.v, ATTN_BF16, a.kv_stride};
+    attn_rows vb = {b.v, ATTN_BF16, b.kv_stride};
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, va, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
+    memset(ws, 0, ws_bytes);
+    o.data = fresh;
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
+    CHECK_BITEQ(reused, fresh, n_out * 2);
+    free(ws); free(reused); free(fresh);
+    ts_free(&a); ts_free(&b);
+}
+
 /* A sequence's output does not depend on its neighbours in the batch (bitwise). */
 TEST(sdpa_sequence_alone_equals_in_batch) {
     int lq_batch[4] = {30, 77, 5, 64}, lk_batch[4] = {30, 90, 5, 64};
@@ -327,7 +369,7 @@ TEST(sdpa_isas_agree_on_a_nan_key) {
     ATTN_TEST_ENTRY(sdpa_lengths_around_tiles_and_varlen),                                        \
     ATTN_TEST_ENTRY(sdpa_causal_with_more_queries_than_keys),                                     \
     ATTN_TEST_ENTRY(sdpa_every_bias_option), ATTN_TEST_ENTRY(sdpa_activation_dtypes_and_strides), \
-    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep),                                                \
+    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep), ATTN_TEST_ENTRY(sdpa_bf16_value_cache),          \
     ATTN_TEST_ENTRY(sdpa_sequence_alone_equals_in_batch),                                         \
     ATTN_TEST_ENTRY(sdpa_isas_agree_on_a_nan_key),                                                \
     ATTN_TEST_ENTRY(sdpa_rejects_bad_input_and_writes_nothing)
