@@ -607,7 +607,9 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
    keys are all seq_lens[s] tokens in the paged cache (cached prefix + the new tokens, already
    written). Query m is at position seq_lens[s] - Lq + m (bottom-right causal when causal).
    Same options, dtypes, determinism and errors as attn_sdpa plus the block-table checks of
-   attn_paged_decode. The workspace does not depend on the lengths. */
+   attn_paged_decode. The workspace depends on the longest seq_lens only where a bf16 cache can
+   take the bf16 pair kernels (see MEMORY; seq_lens = NULL in the size query gives the most any
+   call can need). */
 ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
                                                  const attn_kv_cache *cache,
                                                  const int32_t *query_start_loc,
@@ -1982,22 +1984,34 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
 }
 
-/* How many whole key tiles of packed bf16 value pairs each thread of an attn_sdpa call keeps
-   (see MEMORY): as many as the longest key sequence has (cu_k NULL: no limit), within
+/* How many whole key tiles of packed bf16 value pairs each thread of a prefill call keeps (see
+   MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
    ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (another ISA, a CPU without
-   AVX-512 BF16, f32_probs, oneDNN). Not the dtypes: the size query does not know them. */
-ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec *exec, const int32_t *cu_k,
-                                          int num_seqs) {
+   AVX-512 BF16, f32_probs, oneDNN). */
+ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec *exec, int64_t longest) {
     attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
     int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / attn__value_tile_bytes(attn__padded_dims(p->head_size)));
-    int64_t longest = 0;
     if (isa == ATTN_ISA_AUTO) isa = attn_best_isa();
     if (isa != ATTN_ISA_AVX512 || !(attn__cpu_flags() & ATTN__CPU_AVX512BF16)) return 0;
     if (exec && (exec->f32_probs || exec->gemm != ATTN_GEMM_NATIVE)) return 0;
-    fit = ATTN__MIN(fit, (int64_t)0x7fffffff);
-    if (!cu_k) return (int)fit;
-    for (int i = 0; i < num_seqs; i++) longest = ATTN__MAX(longest, (int64_t)cu_k[i + 1] - cu_k[i]);
-    return (int)ATTN__MIN(fit, longest / ATTN__KEY_TILE);
+    if (longest >= 0) fit = ATTN__MIN(fit, longest / ATTN__KEY_TILE);
+    return (int)ATTN__MIN(fit, (int64_t)0x7fffffff);
+}
+
+/* The longest run of cu (non-decreasing offsets [n+1]), or -1 when cu is NULL. */
+ATTN__PRIVATE int64_t attn__longest_run(const int32_t *cu, int n) {
+    int64_t longest = 0;
+    if (!cu) return -1;
+    for (int i = 0; i < n; i++) longest = ATTN__MAX(longest, (int64_t)cu[i + 1] - cu[i]);
+    return longest;
+}
+
+/* The longest of lens [n], or -1 when lens is NULL. */
+ATTN__PRIVATE int64_t attn__longest_len(const int32_t *lens, int n) {
+    int64_t longest = 0;
+    if (!lens) return -1;
+    for (int i = 0; i < n; i++) longest = ATTN__MAX(longest, (int64_t)lens[i]);
+    return longest;
 }
 
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
@@ -2120,8 +2134,8 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
     return attn__prefill_ws_layout(params, exec, num_seqs,
-                                   attn__value_cache_tiles(params, exec, cu_seqlens_k, num_seqs), NULL, NULL,
-                                   NULL, NULL);
+                                   attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs)),
+                                   NULL, NULL, NULL, NULL);
 }
 
 /* The part of every prefill plan that does not depend on where keys come from: workspace,
@@ -2187,7 +2201,8 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
-                              causal, lse, attn__value_cache_tiles(params, exec, cu_seqlens_k, num_seqs),
+                              causal, lse,
+                              attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs)),
                               (char *)ws, ws_bytes, &items));
     return attn__prefill_execute(exec, &P, kern, items);
 }
@@ -2839,14 +2854,23 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
 
 /* ---------------------------------------------------------------------------------------------
    Paged prefill and merge_states. */
+/* Paged prefill's packed value tiles: only a bf16 cache with unit scales can take the pair kernels. */
+ATTN__PRIVATE int attn__paged_value_tiles(const attn_params *p, const attn_exec *exec, const attn_kv_cache *cache,
+                                          const int32_t *seq_lens, int num_seqs) {
+    if (!cache || cache->dtype != ATTN_BF16 || cache->k_scale != 1.0f || cache->v_scale != 1.0f) return 0;
+    return attn__value_cache_tiles(p, exec, attn__longest_len(seq_lens, num_seqs));
+}
+
 ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
                                                  const attn_kv_cache *cache,
                                                  const int32_t *query_start_loc,
                                                  const int32_t *seq_lens, int num_seqs) {
-    (void)query_start_loc; (void)seq_lens;
+    (void)query_start_loc;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    return attn__prefill_ws_layout(params, exec, num_seqs, 0, NULL, NULL, NULL, NULL);
+    return attn__prefill_ws_layout(params, exec, num_seqs,
+                                   attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs), NULL, NULL,
+                                   NULL, NULL);
 }
 
 /* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
@@ -2856,7 +2880,8 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
                                                    const attn_kv_cache *cache, const int32_t *tables,
                                                    int max_blocks, const int32_t *q_start,
                                                    const int32_t *seq_lens, int num_seqs, int causal,
-                                                   float *lse, char *ws, size_t ws_bytes, int64_t *items) {
+                                                   float *lse, int value_tiles, char *ws, size_t ws_bytes,
+                                                   int64_t *items) {
     int H = params->num_heads, D = params->head_size;
     ATTN__TRY(attn__cache_matches(params, cache));
     ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
@@ -2864,8 +2889,8 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
     ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
     ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, 0, ws, ws_bytes,
-                                          items));
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, value_tiles, ws,
+                                          ws_bytes, items));
     P->source = ATTN__KV_PAGED;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
@@ -2887,8 +2912,9 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
     ATTN__TRY(attn__paged_prefill_plan(&P, params, exec, q, out, cache, block_tables,
-                                       max_blocks_per_seq, query_start_loc, seq_lens, num_seqs,
-                                       causal, lse, (char *)ws, ws_bytes, &items));
+                                       max_blocks_per_seq, query_start_loc, seq_lens, num_seqs, causal, lse,
+                                       attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs),
+                                       (char *)ws, ws_bytes, &items));
     return attn__prefill_execute(exec, &P, kern, items);
 }
 
@@ -3096,7 +3122,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     if (f.paged_prefill)
         ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
-                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL,
+                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL, 0,
                                            (char *)ws, decode_at, &pre_items));
     else
         ATTN__TRY(attn__sdpa_plan(&pre, p, &ex, query, key, value, out, f.q_start, f.k_start,

@@ -96,6 +96,13 @@ TEST(paged_prefill_every_option_and_dtype) {
             if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.02f; c.v_scale = 0.005f; }
             fails += tp_check(c, ctx, chunk, 1, 2200 + (uint64_t)(kv * 4 + act));
         }
+    {   /* bf16 cache and activations over a long prefix: packed value tiles reused by the
+           chunk's query tiles (see attn_sdpa's sdpa_bf16_value_cache) */
+        int lctx[2] = {700, 130}, lchunk[2] = {60, 3};
+        td_case c = td_base();
+        c.num_seqs = 2; c.kv_dt = c.act_dt = ATTN_BF16; c.bs = 16;
+        fails += tp_check(c, lctx, lchunk, 1, 2250);
+    }
     td_case nc = td_base();  /* non-causal (cross attention over a cached encoder) */
     nc.num_seqs = 3;
     fails += tp_check(nc, ctx, chunk, 0, 2300);
