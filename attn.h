@@ -1195,7 +1195,9 @@ typedef struct attn__prefill_scratch {
 } attn__prefill_scratch;
 
 /* One key tile's values interleaved by pairs of keys: [KEY_TILE / 2][Dp] u32. */
-ATTN__PRIVATE size_t attn__value_tile_bytes(int Dp) { return sizeof(uint32_t) * (ATTN__KEY_TILE / 2) * (size_t)Dp; }
+ATTN__PRIVATE size_t attn__value_tile_bytes(int Dp) {
+    return sizeof(uint32_t) * (ATTN__KEY_TILE / 2) * (size_t)Dp;
+}
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
     size_t at = (size_t)*cursor;
@@ -2133,9 +2135,8 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     (void)cu_seqlens_q;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    return attn__prefill_ws_layout(params, exec, num_seqs,
-                                   attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs)),
-                                   NULL, NULL, NULL, NULL);
+    int tiles = attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs));
+    return attn__prefill_ws_layout(params, exec, num_seqs, tiles, NULL, NULL, NULL, NULL);
 }
 
 /* The part of every prefill plan that does not depend on where keys come from: workspace,
@@ -2179,8 +2180,8 @@ ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_para
     ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
     ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
     ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, value_tiles, ws,
-                                          ws_bytes, items));
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, value_tiles,
+                                          ws, ws_bytes, items));
     P->source = ATTN__KV_ROWS;
     P->k = (const char *)k.data; P->v = (const char *)v.data; P->kv_dtype = k.dtype;
     P->k_stride = k.stride ? k.stride : (int64_t)Hk * D;
@@ -2200,10 +2201,9 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
+    int tiles = attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs));
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
-                              causal, lse,
-                              attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs)),
-                              (char *)ws, ws_bytes, &items));
+                              causal, lse, tiles, (char *)ws, ws_bytes, &items));
     return attn__prefill_execute(exec, &P, kern, items);
 }
 
@@ -2855,8 +2855,8 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
 /* ---------------------------------------------------------------------------------------------
    Paged prefill and merge_states. */
 /* Paged prefill's packed value tiles: only a bf16 cache with unit scales can take the pair kernels. */
-ATTN__PRIVATE int attn__paged_value_tiles(const attn_params *p, const attn_exec *exec, const attn_kv_cache *cache,
-                                          const int32_t *seq_lens, int num_seqs) {
+ATTN__PRIVATE int attn__paged_value_tiles(const attn_params *p, const attn_exec *exec,
+                                          const attn_kv_cache *cache, const int32_t *seq_lens, int num_seqs) {
     if (!cache || cache->dtype != ATTN_BF16 || cache->k_scale != 1.0f || cache->v_scale != 1.0f) return 0;
     return attn__value_cache_tiles(p, exec, attn__longest_len(seq_lens, num_seqs));
 }
@@ -2868,9 +2868,8 @@ ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, cons
     (void)query_start_loc;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    return attn__prefill_ws_layout(params, exec, num_seqs,
-                                   attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs), NULL, NULL,
-                                   NULL, NULL);
+    int tiles = attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs);
+    return attn__prefill_ws_layout(params, exec, num_seqs, tiles, NULL, NULL, NULL, NULL);
 }
 
 /* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
@@ -2889,8 +2888,8 @@ ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const 
     ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
     ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
     ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse, value_tiles, ws,
-                                          ws_bytes, items));
+    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse,
+                                          value_tiles, ws, ws_bytes, items));
     P->source = ATTN__KV_PAGED;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
@@ -4241,8 +4240,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int
         for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
             const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
             for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2, vt2,
-                                              P->Dp, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
+                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2,
+                                              vt2, P->Dp, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
         }
         return;
     }
