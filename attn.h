@@ -26,8 +26,8 @@
        ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
-       ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of attn_sdpa gives to bf16
-                                                value tiles packed once and reused (see MEMORY)
+       ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of a prefill call gives to
+                                                bf16 value tiles packed once, reused (see MEMORY)
 
    QUICK START (examples/quickstart.c)
        #define ATTN_IMPLEMENTATION
@@ -86,7 +86,8 @@
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
        the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
-       Where the bf16 pair kernels can run (below), attn_sdpa's workspace also holds, per
+       Where the bf16 pair kernels can run (below), the workspace of attn_sdpa and
+       attn_paged_prefill also holds, per
        thread, the value rows of the first whole 64-key tiles of one (sequence, KV head)
        interleaved by pairs of keys, as vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a
        thread, no more than the longest sequence needs - so that each query tile of that KV head
