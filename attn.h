@@ -1190,7 +1190,7 @@ typedef struct attn__prefill_scratch {
     float *zero;           /* [Dp] zeros: the key row of padding columns (f32 or bf16) */
     float *rowblk;         /* [MAX_LANES][block_row_stride] a vector's worth of query or output rows */
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
-    const uint16_t **krows16;      /* [KEY_TILE] the same for the bf16 pair kernels */
+    const uint16_t **krows16, **vrows16;  /* [KEY_TILE] the same for the bf16 pair kernels */
     attn__value_cache *vcache;     /* the thread's packed value tiles (NULL when it keeps none) */
     uint32_t *vtiles;              /* [value_tiles][KEY_TILE / 2][Dp] value pairs */
 } attn__prefill_scratch;
@@ -1227,6 +1227,7 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, i
     t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
+    t.vrows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
     t.vcache = NULL; t.vtiles = NULL;
     if (value_tiles > 0) {
         t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
@@ -1244,6 +1245,15 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
         if (item_start[mid] <= item) lo = mid; else hi = mid - 1;
     }
     return lo;
+}
+
+/* The most keys of any of n sequences, given as offsets cu [n+1] or as lengths lens [n]
+   (whichever is not NULL); -1 when both are NULL (not known). */
+ATTN__PRIVATE int64_t attn__longest(const int32_t *cu, const int32_t *lens, int n) {
+    int64_t most = 0;
+    if (!cu && !lens) return -1;
+    for (int i = 0; i < n; i++) most = ATTN__MAX(most, cu ? (int64_t)cu[i + 1] - cu[i] : (int64_t)lens[i]);
+    return most;
 }
 
 /* Query row r of an item of KV head g whose first token is t0: token t0 + r / G, head
@@ -1638,12 +1648,8 @@ ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan 
 
 /* The most keys any sequence of the plan has (the widest tile a call can need). */
 ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
-    int64_t most = 0;
-    for (int s = 0; s < P->num_seqs; s++) {
-        int64_t lk = P->source == ATTN__KV_ROWS ? P->k_start[s + 1] - P->k_start[s] : P->seq_lens[s];
-        most = ATTN__MAX(most, lk);
-    }
-    return most;
+    int rows = P->source == ATTN__KV_ROWS;
+    return attn__longest(rows ? P->k_start : NULL, rows ? NULL : P->seq_lens, P->num_seqs);
 }
 
 /* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
@@ -2001,20 +2007,10 @@ ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec 
     return (int)ATTN__MIN(fit, (int64_t)0x7fffffff);
 }
 
-/* The longest run of cu (non-decreasing offsets [n+1]), or -1 when cu is NULL. */
-ATTN__PRIVATE int64_t attn__longest_run(const int32_t *cu, int n) {
-    int64_t longest = 0;
-    if (!cu) return -1;
-    for (int i = 0; i < n; i++) longest = ATTN__MAX(longest, (int64_t)cu[i + 1] - cu[i]);
-    return longest;
-}
-
-/* The longest of lens [n], or -1 when lens is NULL. */
-ATTN__PRIVATE int64_t attn__longest_len(const int32_t *lens, int n) {
-    int64_t longest = 0;
-    if (!lens) return -1;
-    for (int i = 0; i < n; i++) longest = ATTN__MAX(longest, (int64_t)lens[i]);
-    return longest;
+/* attn_sdpa's packed value tiles, for the size query and the call alike. */
+ATTN__PRIVATE int attn__sdpa_value_tiles(const attn_params *p, const attn_exec *exec, const int32_t *cu_k,
+                                         int num_seqs) {
+    return attn__value_cache_tiles(p, exec, attn__longest(cu_k, NULL, num_seqs));
 }
 
 /* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
@@ -2110,7 +2106,8 @@ ATTN__PRIVATE attn_status attn__gemm_end(attn__prefill_plan *P, attn__gemm_call 
 /* Every thread's packed value tiles start empty: the workspace may hold another call's. */
 ATTN__PRIVATE void attn__value_caches_reset(const attn__prefill_plan *P, int threads) {
     attn__prefill_scratch sc;
-    for (int t = 0; t < threads && P->value_tiles > 0; t++) {
+    if (P->value_tiles == 0) return;
+    for (int t = 0; t < threads; t++) {
         attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
                                      P->scratch + (size_t)t * P->scratch_bytes, &sc);
         sc.vcache->seq = -1;
@@ -2136,7 +2133,7 @@ ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_ex
     (void)cu_seqlens_q;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    int tiles = attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs));
+    int tiles = attn__sdpa_value_tiles(params, exec, cu_seqlens_k, num_seqs);
     return attn__prefill_ws_layout(params, exec, num_seqs, tiles, NULL, NULL, NULL, NULL);
 }
 
@@ -2202,7 +2199,7 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     int64_t items;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__exec_resolve(exec, &kern));
-    int tiles = attn__value_cache_tiles(params, exec, attn__longest_run(cu_seqlens_k, num_seqs));
+    int tiles = attn__sdpa_value_tiles(params, exec, cu_seqlens_k, num_seqs);
     ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
                               causal, lse, tiles, (char *)ws, ws_bytes, &items));
     return attn__prefill_execute(exec, &P, kern, items);
@@ -2703,9 +2700,8 @@ ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const
 ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
                                                       const int32_t *seq_lens, int num_seqs,
                                                       attn_paged_version version) {
-    int64_t max_len = 0;
     if (version != ATTN_PAGED_AUTO) return version;
-    for (int s = 0; s < num_seqs && seq_lens; s++) max_len = ATTN__MAX(max_len, (int64_t)seq_lens[s]);
+    int64_t max_len = ATTN__MAX((int64_t)0, attn__longest(NULL, seq_lens, num_seqs));
     int64_t parts = (max_len + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
     int64_t heads = params ? (int64_t)num_seqs * params->num_heads : 0;
     return max_len <= 8192 && (parts <= 1 || heads > 512) ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
@@ -2859,7 +2855,7 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
 ATTN__PRIVATE int attn__paged_value_tiles(const attn_params *p, const attn_exec *exec,
                                           const attn_kv_cache *cache, const int32_t *seq_lens, int num_seqs) {
     if (!cache || cache->dtype != ATTN_BF16 || cache->k_scale != 1.0f || cache->v_scale != 1.0f) return 0;
-    return attn__value_cache_tiles(p, exec, attn__longest_len(seq_lens, num_seqs));
+    return attn__value_cache_tiles(p, exec, attn__longest(NULL, seq_lens, num_seqs));
 }
 
 ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -3967,43 +3963,40 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(const uint32_
             ATTN__VSTORE(ot + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
 
-/* Keys [k0, k0+n) for the pair kernels: where each key row is (padding columns read zeros). */
-ATTN__PRIVATE void ATTN__FN(attn__tile_key_rows16)(const attn__prefill_plan *P, int seq, int g,
-                                                   int64_t k0, int n, int ncols,
-                                                   const attn__prefill_scratch *sc) {
+/* Keys [k0, k0+n) for the pair kernels: where each key and value row is (padding columns read
+   zeros). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_rows16)(const attn__prefill_plan *P, int seq, int g,
+                                               int64_t k0, int n, int ncols,
+                                               const attn__prefill_scratch *sc) {
     const uint16_t *zero = (const uint16_t *)(const void *)sc->zero;
     int c;
     for (c = 0; c < n; c++) {
         const char *kp, *vp;
         attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
         sc->krows16[c] = (const uint16_t *)(const void *)kp;
+        sc->vrows16[c] = (const uint16_t *)(const void *)vp;
     }
-    for (; c < ncols; c++) sc->krows16[c] = zero;
+    for (; c < ncols; c++) sc->krows16[c] = sc->vrows16[c] = zero;
 }
 
-/* Values of keys [k0, k0+n) interleaved by pairs of keys into vt2 [n/2][Dp] (an odd last key
-   pairs with zeros, as do dims >= D). */
-ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P, int seq, int g,
-                                                    int64_t k0, int n, const attn__prefill_scratch *sc,
-                                                    uint32_t *vt2) {
-    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero, *even = zero;
-    int D = P->D, Dp = P->Dp, c, d;
-    for (c = 0; c < n; c++) {
-        const char *kp, *vp;
-        attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
-        if (c % 2 == 0) even = (const uint16_t *)(const void *)vp;
-        if (c % 2 == 1 || c == n - 1) {
-            uint32_t *row = vt2 + (size_t)(c / 2) * Dp;
-            ATTN__VPAIR_BF16(row, even, c % 2 ? (const uint16_t *)(const void *)vp : zero, D);
-            for (d = D; d < Dp; d++) row[d] = 0;
-        }
+/* The tile's n value rows (sc->vrows16) interleaved by pairs of keys into vt2 [n/2][Dp] (an odd
+   last key pairs with zeros, as do dims >= D). */
+ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P, int n,
+                                                    const attn__prefill_scratch *sc, uint32_t *vt2) {
+    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero;
+    int D = P->D, Dp = P->Dp, c2, d;
+    for (c2 = 0; 2 * c2 < n; c2++) {
+        uint32_t *row = vt2 + (size_t)c2 * Dp;
+        ATTN__VPAIR_BF16(row, sc->vrows16[2 * c2], 2 * c2 + 1 < n ? sc->vrows16[2 * c2 + 1] : zero, D);
+        for (d = D; d < Dp; d++) row[d] = 0;
     }
 }
 
 /* The value pairs of the tile at k0 (n keys). The query tiles of one (sequence, KV head) all
    walk its keys from 0 in the same whole tiles, so a thread keeps the first value_tiles of
    them packed and every later item of that KV head reads them back (the same values: results
-   never depend on the cache); partial tiles and tiles past the cache are packed into vt. */
+   never depend on the cache); partial tiles and tiles past the cache are packed into vt. The
+   tile's rows are where attn__tile_rows16 left them. */
 ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefill_plan *P, int seq,
                                                                int g, int64_t k0, int n,
                                                                const attn__prefill_scratch *sc) {
@@ -4014,12 +4007,12 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
         if (cache->seq != seq || cache->g != g) { cache->seq = seq; cache->g = g; cache->tiles = 0; }
         if (t < cache->tiles) return slot;
         if (t == cache->tiles) {
-            ATTN__FN(attn__pack_value_pairs)(P, seq, g, k0, n, sc, slot);
+            ATTN__FN(attn__pack_value_pairs)(P, n, sc, slot);
             cache->tiles++;
             return slot;
         }
     }
-    ATTN__FN(attn__pack_value_pairs)(P, seq, g, k0, n, sc, (uint32_t *)(void *)sc->vt);
+    ATTN__FN(attn__pack_value_pairs)(P, n, sc, (uint32_t *)(void *)sc->vt);
     return (const uint32_t *)(const void *)sc->vt;
 }
 #endif
@@ -4209,7 +4202,7 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int 
     int rs = P->rows_cap, ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, c0;
 #if ATTN__HAS_DOT2
     if (pairs) {
-        ATTN__FN(attn__tile_key_rows16)(P, seq, g, k0, n, ncols, sc);
+        ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, ncols, sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__NR)
             for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
                 ATTN__FN(attn__qk_dot2_micro)((const uint32_t *)(const void *)sc->qt + rb, rs, P->D / 2,
