@@ -783,10 +783,12 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PRIVATE static __attribute__((unused))
 #define ATTN__INLINE inline __attribute__((always_inline))
+#define ATTN__NOINLINE __attribute__((noinline))
 #define ATTN__LIKELY(x) __builtin_expect(!!(x), 1)
 #else
 #define ATTN__PRIVATE static
 #define ATTN__INLINE __inline
+#define ATTN__NOINLINE
 #define ATTN__LIKELY(x) (x)
 #endif
 #define ATTN__CAT2_(a, b) a##b
@@ -3664,6 +3666,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #else
 #define ATTN__UNROLL
 #endif
+/* for (i = 0; i < n; i += STEP), unrolled, n at most MAX: a literal bound, as clang 14 fully
+   unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is one
+   before inlining, not when the bound becomes a constant after it. Bounded by the parameters of
+   the decode kernels, clang's decode measured 2-2.5x slower than gcc's (see attn__decode_chunk). */
+#define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)     /* into L1 */
@@ -4572,14 +4579,14 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
    left as the per-lane partials part[h][(t + c) % L] that attn__decode_dots_heads reduces. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp, int nk) {
     int h, c;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) acc[h][c] = ATTN__VZERO();
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VZERO();
 }
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT], int hp, int t, int nk,
                                                                     ATTN__VF part[][ATTN__L]) {
     int h, c;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nk; c++) part[h][(t + c) % ATTN__L] = acc[h][c];
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) part[h][(t + c) % ATTN__L] = acc[h][c];
 }
 
 /* logits[h][0, L) = mul * the lane sums of part[h][0, m) for hp heads (lanes m.. cleared first):
@@ -4615,21 +4622,21 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
     ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
     ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, hp);
     for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
-        ATTN__UNROLL for (c = 0; c < nk; c++)
+        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
             ATTN__FN(attn__decode_load2)(k, dt, (size_t)(t + c) * stride + d, &k0[c], &k1[c]);
-        ATTN__UNROLL for (h = 0; h < hp; h++) {
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d), q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
             if (dt != ATTN_FP8_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
-            ATTN__UNROLL for (c = 0; c < nk; c++) {
+            ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
                 acc[h][c] = ATTN__VFMA(q0, k0[c], acc[h][c]);
                 acc[h][c] = ATTN__VFMA(q1, k1[c], acc[h][c]);
             }
         }
     }
     if (d < Dk)
-        ATTN__UNROLL for (c = 0; c < nk; c++) {
+        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
             ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
-            ATTN__UNROLL for (h = 0; h < hp; h++)
+            ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
                 acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
         }
     ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
@@ -4644,20 +4651,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
     ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
-    ATTN__UNROLL for (c = 0; c < nk; c++) {
+    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
         ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
-        ATTN__UNROLL for (i = 0; i < nvmax; i += 2) {
+        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 2) {
             const size_t at = (size_t)(t + c) * stride + (size_t)i * ATTN__L;
             if (i + 1 < nv) {
                 ATTN__VF k0, k1;
                 ATTN__FN(attn__decode_load2)(k, dt, at, &k0, &k1);
-                ATTN__UNROLL for (h = 0; h < hp; h++) {
+                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) {
                     acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], k0, acc[h][c]);
                     acc[h][c] = ATTN__VFMA(qr[h * nvmax + i + 1], k1, acc[h][c]);
                 }
             } else if (i < nv) {
                 ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, at);
-                ATTN__UNROLL for (h = 0; h < hp; h++) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
+                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
             }
         }
     }
@@ -4678,8 +4685,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
     const int nk = reg || hp <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / hp);
     int h, i;
     if (reg)
-        ATTN__UNROLL for (h = 0; h < hp; h++)
-            ATTN__UNROLL for (i = 0; i < nvmax; i++)
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+            ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
                 qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
@@ -4732,9 +4739,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
         if (c + 1 < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
         else if (c < nv) vv[c] = ATTN__FN(attn__decode_load)(v, dt, at);
     }
-    ATTN__UNROLL for (h = 0; h < hp; h++) {
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
         ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
-        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+        ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) acc[h * nvmax + c] = ATTN__VFMA(w, vv[c], acc[h * nvmax + c]);
     }
 }
@@ -4751,8 +4758,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
                                                                    float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, c, t;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
     for (t = 0; t + 1 < n; t += 2) {
         ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * ATTN__L, hp);
@@ -4763,8 +4770,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
         ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
         ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hp, nvmax);
     }
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (c = 0; c < nvmax; c++)
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h * nvmax + c]);
 }
 
@@ -4834,9 +4841,9 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
     ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
-    ATTN__UNROLL for (c = 0; c < nk; c++) {
+    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
         ATTN__FN(attn__decode_ahead_step)(ahead, nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
-        ATTN__UNROLL for (i = 0; i < nvmax; i++)
+        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
             if (i < nv) {
                 ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
                 ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
@@ -4861,7 +4868,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
     int nv = Dk / (2 * ATTN__L), h, i, t0;
     if (nv <= q4)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-            ATTN__UNROLL for (i = 0; i < q4; i++)
+            ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
                 qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L) : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
@@ -4889,14 +4896,14 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, i, t;
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (i = 0; i < 2 * nvmax; i++)
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
             acc[h * 2 * nvmax + i] = i < 2 * nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t += 2) {
         ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
         int two = t + 1 < n;
         ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);  /* the rows read */
-        ATTN__UNROLL for (i = 0; i < nvmax; i++) {
+        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1) {
             size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
             lo[i] = hi[i] = ATTN__VZEROI();
             if (i < nv) {
@@ -4904,18 +4911,18 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
                 ATTN__VUNPACK_PAIRS(a, b, lo[i], hi[i]);
             }
         }
-        ATTN__UNROLL for (h = 0; h < hp; h++) {
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
             const uint16_t *ph = p + (size_t)h * ps + t;
             ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
-            ATTN__UNROLL for (i = 0; i < nvmax; i++)
+            ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
                 if (i < nv) {
                     acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
                     acc[h * 2 * nvmax + 2 * i + 1] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
                 }
         }
     }
-    ATTN__UNROLL for (h = 0; h < hp; h++)
-        ATTN__UNROLL for (i = 0; i < 2 * nv; i++)
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(i, 2 * nv, ATTN__DACC, 1)
             ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
@@ -4968,26 +4975,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 }
 #endif
 
-/* The kernels of one group of HP heads (HP a constant) for the chunk's dtype dt. */
-#define ATTN__DECODE_CASE(DT, HP)                                                                        \
-    case DT:                                                                                             \
-        if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
-        else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, HP, oh, ahead);            \
-        break;
-#if ATTN__HAS_E4M3_LUT
-#define ATTN__DECODE_CASE_LUT(HP) ATTN__DECODE_CASE(ATTN__E4M3_LUT, HP)
-#else
-#define ATTN__DECODE_CASE_LUT(HP)
-#endif
-#define ATTN__DECODE_SWITCH(HP)                       \
-    switch (dt) {                                     \
-        ATTN__DECODE_CASE_LUT(HP)                     \
-        ATTN__DECODE_CASE(ATTN_F32, HP)               \
-        ATTN__DECODE_CASE(ATTN_F16, HP)               \
-        ATTN__DECODE_CASE(ATTN_BF16, HP)              \
-        ATTN__DECODE_CASE(ATTN_FP8_E4M3, HP)          \
-        default: ATTN__DECODE_CASE(ATTN_FP8_E5M2, HP) \
-    }
+/* The kernels of one group of HP heads (DT and HP constants). */
+#define ATTN__DECODE_KERNELS(DT, HP)                                                                        \
+    if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
+    else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, HP, oh, ahead);
 
 /* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
@@ -5011,32 +5002,31 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
 }
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
-   from `heads` in the scratch: dispatches on the dtype once per chunk, so the inner loops are
-   specialised. The prefetch cursor goes in and out by value, as it does for the pair kernels,
-   so its address never leaves the function and it lives in registers: vector stores may alias
-   anything, so when it was passed by pointer each of its steps was a load and a store in the
-   inner loops, a chain through memory. Against that, AVX2 on Zen 3, alternating builds: 4 x
-   512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16 1.66x, f32 1.56x, fp8
-   e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and 1.5x); 64 x 4096
-   from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line with the end
-   checked once a step, cut 6-14% of decode's instructions and measured no faster, e4m3 0.9x.) */
-ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
-                                                              ATTN__FN(attn__decode_rows) r, int n, int Dk,
-                                                              const attn__decode_scratch *sc, size_t heads, int t,
-                                                              attn__decode_ahead cursor) {
+   from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
+   its own function, attn__decode_chunk_of). The prefetch cursor goes in and out by value, as it
+   does for the pair kernels, so its address never leaves the function and it lives in registers:
+   vector stores may alias anything, so when it was passed by pointer each of its steps was a load
+   and a store in the inner loops, a chain through memory. Against that, AVX2 on Zen 3,
+   alternating builds: 4 x 512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16
+   1.66x, f32 1.56x, fp8 e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and
+   1.5x); 64 x 4096 from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line
+   with the end checked once a step, cut 6-14% of decode's instructions and measured no faster,
+   e4m3 0.9x.) */
+ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
+    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk, const attn__decode_scratch *sc,
+    size_t heads, int t, attn__decode_ahead cursor, attn_dtype dt) {
     attn__decode_ahead *ahead = &cursor;
-    int Dv = P->Dv, dt = (int)ATTN__FN(attn__decode_kernel_dtype)(r.dt);  /* once a chunk, not a head group */
-    int h, hw = ATTN__FN(attn__decode_wide_heads)(P, (attn_dtype)dt);
+    int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
-        ATTN__DECODE_SWITCH(ATTN__WIDE_GROUP)
+        ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
     }
     for (; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
 #if ATTN__HAS_DOT2
-        if (ATTN__FN(attn__decode_pairs)(P)) {  /* the queries are unscaled: the logits take it */
+        if (dt == ATTN_BF16 && ATTN__FN(attn__decode_pairs)(P)) {  /* the queries are unscaled: the logits take it */
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 cursor = ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride,
@@ -5048,13 +5038,52 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
             continue;
         }
 #endif
-        ATTN__DECODE_SWITCH(ATTN__HEAD_GROUP)
+        ATTN__DECODE_KERNELS(dt, ATTN__HEAD_GROUP)
     }
     return cursor;
 }
-#undef ATTN__DECODE_SWITCH
-#undef ATTN__DECODE_CASE_LUT
-#undef ATTN__DECODE_CASE
+
+/* The chunk kernels of one dtype, a function of their own. In one function for every dtype (a
+   switch around the kernels), clang 14 merged the dtypes' loops into one, switching on the
+   dtype in the inner loops: its decode measured, one thread in L2 (H8/2, 256 keys, D = 128), f32
+   62, f16 49, bf16 53, e4m3 and e5m2 39-40 ns per key and KV head, against gcc's 28, 19, 21, 17
+   and 17; with a function each and ATTN__UNROLL_UPTO, 29, 25, 27, 16 and 15 (gcc's the same or
+   up to 1.15x faster). */
+#define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                                         \
+    ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                             \
+        const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,                     \
+        const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor) {                       \
+        return ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, cursor, DT);                    \
+    }
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_f32, ATTN_F32)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_f16, ATTN_F16)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_bf16, ATTN_BF16)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3, ATTN_FP8_E4M3)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e5m2, ATTN_FP8_E5M2)
+#if ATTN__HAS_E4M3_LUT
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__E4M3_LUT)
+#endif
+#undef ATTN__DECODE_CHUNK_OF
+
+/* One chunk (see attn__decode_chunk_dt): dispatches on the dtype once per chunk. */
+ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
+                                                              ATTN__FN(attn__decode_rows) r, int n, int Dk,
+                                                              const attn__decode_scratch *sc, size_t heads, int t,
+                                                              attn__decode_ahead cursor) {
+#define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
+    switch ((int)ATTN__FN(attn__decode_kernel_dtype)(r.dt)) {
+#if ATTN__HAS_E4M3_LUT
+        case ATTN__E4M3_LUT: return ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
+#endif
+        case ATTN_F32: return ATTN__FN(attn__decode_chunk_f32)(ATTN__CHUNK_ARGS);
+        case ATTN_F16: return ATTN__FN(attn__decode_chunk_f16)(ATTN__CHUNK_ARGS);
+        case ATTN_BF16: return ATTN__FN(attn__decode_chunk_bf16)(ATTN__CHUNK_ARGS);
+        case ATTN_FP8_E4M3: return ATTN__FN(attn__decode_chunk_e4m3)(ATTN__CHUNK_ARGS);
+        default: return ATTN__FN(attn__decode_chunk_e5m2)(ATTN__CHUNK_ARGS);
+    }
+#undef ATTN__CHUNK_ARGS
+}
+#undef ATTN__DECODE_KERNELS
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
    DECODE_STREAMS block pieces at a time, and for each head its rows of every piece in key
