@@ -3666,11 +3666,16 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #else
 #define ATTN__UNROLL
 #endif
-/* for (i = 0; i < n; i += STEP), unrolled, n at most MAX: a literal bound, as clang 14 fully
-   unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is one
-   before inlining, not when the bound becomes a constant after it. Bounded by the parameters of
-   the decode kernels, clang's decode measured 2-2.5x slower than gcc's (see attn__decode_chunk). */
+/* for (i = 0; i < n; i += STEP) unrolled, n (a constant after inlining) at most MAX. clang 14
+   fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
+   a literal before inlining: it gets MAX and a test of n (bounded by the parameters of the
+   decode kernels, its decode measured 1.7-2x slower: see attn__decode_chunk_of).
+   gcc unrolls either form, and the bounded one measured slower: f32 decode 1.09x in L2. */
+#if defined(__clang__)
 #define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
+#else
+#define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (n); i += (STEP))
+#endif
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)     /* into L1 */
@@ -4780,7 +4785,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
                                                                 const void *v, attn_dtype dt, size_t stride,
                                                                 int d0, int nv, int hp, int nvmax, int Dv,
                                                                 float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
-    if (nv == nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o, ahead);
+    /* nv >= nvmax, not nv == nvmax: from an equality clang 14 put nv for nvmax in this call, made
+       it the same as the other and merged the two, so the accumulators' index was not a constant */
+    if (nv >= nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o, ahead);
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
 
@@ -5044,11 +5051,12 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
 }
 
 /* The chunk kernels of one dtype, a function of their own. In one function for every dtype (a
-   switch around the kernels), clang 14 merged the dtypes' loops into one, switching on the
-   dtype in the inner loops: its decode measured, one thread in L2 (H8/2, 256 keys, D = 128), f32
-   62, f16 49, bf16 53, e4m3 and e5m2 39-40 ns per key and KV head, against gcc's 28, 19, 21, 17
-   and 17; with a function each and ATTN__UNROLL_UPTO, 29, 25, 27, 16 and 15 (gcc's the same or
-   up to 1.15x faster). */
+   switch around the kernels), clang 14 merged the dtypes' loops into one that switched on the
+   dtype inside. With that, the loop bounds of ATTN__UNROLL_UPTO and the test in
+   attn__decode_pv_cols, clang's decode went from 2-2.5x slower than gcc's to as fast: one thread,
+   in L2 (H8/2, D = 128, 256 keys), ns per key and KV head, f32 / f16 / bf16 / e4m3 / e5m2:
+   clang 52 / 47 / 49 / 39 / 39 -> 19 / 17 / 17 / 15 / 15; gcc 20 / 18 / 19 / 16 / 17 -> 20 /
+   18 / 16.5 / 16 / 16. */
 #define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                                         \
     ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                             \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,                     \
