@@ -3668,14 +3668,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 /* for (i = 0; i < n; i += STEP) unrolled, n (a constant after inlining) at most MAX. clang 14
    fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
-   a literal before inlining: it gets MAX and a test of n (bounded by the parameters of the
-   decode kernels, its decode measured 1.7-2x slower: see attn__decode_chunk_of).
-   gcc unrolls either form, and its f32 decode measured 1.09x slower in L2 with the bounded one. */
-#if defined(__clang__)
+   a literal before inlining, hence MAX and a test of n: bounded by the parameters of the decode
+   kernels, clang's decode measured 1.7-2x slower (see attn__decode_chunk_of). gcc's code is the
+   same speed either way (one thread in L2 and from DRAM, every KV dtype, G = 4 and 8). */
 #define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
-#else
-#define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (n); i += (STEP))
-#endif
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)     /* into L1 */
