@@ -1198,9 +1198,7 @@ typedef struct attn__prefill_scratch {
 } attn__prefill_scratch;
 
 /* One key tile's values interleaved by pairs of keys: [KEY_TILE / 2][Dp] u32. */
-ATTN__PRIVATE size_t attn__value_tile_bytes(int Dp) {
-    return sizeof(uint32_t) * (ATTN__KEY_TILE / 2) * (size_t)Dp;
-}
+ATTN__PRIVATE size_t attn__value_tile_words(int Dp) { return (ATTN__KEY_TILE / 2) * (size_t)Dp; }
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
     size_t at = (size_t)*cursor;
@@ -1233,7 +1231,7 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, i
     t.vcache = NULL; t.vtiles = NULL;
     if (value_tiles > 0) {
         t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
-        t.vtiles = (uint32_t *)attn__carve(&c, attn__value_tile_bytes(Dp) * (size_t)value_tiles);
+        t.vtiles = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * attn__value_tile_words(Dp) * (size_t)value_tiles);
     }
     if (s) *s = t;
     return (size_t)(c - base);
@@ -2001,7 +1999,8 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
    AVX-512 BF16, f32_probs, oneDNN). */
 ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec *exec, int64_t longest) {
     attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
-    int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / attn__value_tile_bytes(attn__padded_dims(p->head_size)));
+    size_t tile_bytes = sizeof(uint32_t) * attn__value_tile_words(attn__padded_dims(p->head_size));
+    int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / tile_bytes);
     if (isa == ATTN_ISA_AUTO) isa = attn_best_isa();
     if (isa != ATTN_ISA_AVX512 || !(attn__cpu_flags() & ATTN__CPU_AVX512BF16)) return 0;
     if (exec && (exec->f32_probs || exec->gemm != ATTN_GEMM_NATIVE)) return 0;
@@ -4011,7 +4010,7 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
     attn__value_cache *cache = sc->vcache;
     int64_t t = k0 / ATTN__KEY_TILE;
     if (cache && n == ATTN__KEY_TILE && k0 % ATTN__KEY_TILE == 0 && t < P->value_tiles) {
-        uint32_t *slot = sc->vtiles + (size_t)t * (ATTN__KEY_TILE / 2) * P->Dp;
+        uint32_t *slot = sc->vtiles + (size_t)t * attn__value_tile_words(P->Dp);
         if (cache->seq != seq || cache->g != g) { cache->seq = seq; cache->g = g; cache->tiles = 0; }
         if (t < cache->tiles) return slot;
         if (t == cache->tiles) {
@@ -4734,7 +4733,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
                                                                int nv, int hp, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
     int h, c;
-    ATTN__UNROLL for (c = 0; c < ATTN__DACC; c += 2) {  /* not c < nvmax: clang 14 would not unroll that */
+    ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 2) {
         const size_t at = (size_t)t * stride + d0 + c * ATTN__L;
         vv[c] = vv[c + 1] = ATTN__VZERO();
         if (c + 1 < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
@@ -5029,7 +5028,9 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
 #if ATTN__HAS_DOT2
-        if (dt == ATTN_BF16 && ATTN__FN(attn__decode_pairs)(P)) {  /* the queries are unscaled: the logits take it */
+        /* dt: only the bf16 chunk function compiles the pair kernels; the queries are unscaled,
+           the logits take the scale */
+        if (dt == ATTN_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 cursor = ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride,
