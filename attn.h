@@ -1339,7 +1339,13 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
 /* Keys [j, j+n) of a sequence, all in block blk. A partition pass can read DECODE_STREAMS
    pieces (scattered blocks) side by side, head by head; on Zen 4 more than one measured no
    faster (f16 slower), with the next pieces prefetched in bursts or not at all. That was before
-   attn__decode_ahead, which follows only the first of the next pieces. */
+   attn__decode_ahead, which follows only the first of the next pieces. On Zen 5 (the 2-core VM,
+   64 x 4096 from DRAM, alternating builds, medians of three runs) 2, 4 and 8 measured 0.41-0.83x
+   as fast. There a plain read of random 32 KiB runs gains 1.4-1.6x from reading 4-8 of them
+   in turn, 256 bytes at a time, so chunks of 64 keys from four blocks were tried, their rows
+   taken in turn (the kernels' side-by-side rows then come from four blocks): without any
+   prefetch 1.09-1.5x faster than one block at a time without it, with the prefetch no faster
+   (0.84-1.04x). */
 #define ATTN__DECODE_STREAMS 1
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
@@ -4510,7 +4516,11 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
    77.8/77.9/77.7% of the roofline, fp8 e4m3 33.8/34.8/33.6 -> 35.0/36.0/34.6%, e5m2 and f16
    the same within the noise, bf16 59.6/59.4/59.5 -> 58.1/58.7/58.1% (lower in every set, by
    less than the VM drifts); with AVX2 on the same machine (three series) f32 67-69 -> 72-74%,
-   bf16 51-53 -> 55-56%, e4m3 24 -> 23-24%. */
+   bf16 51-53 -> 55-56%, e4m3 24 -> 23-24%.
+   On Zen 5 the prefetch costs 7-17% of decode in L2 (one thread, f32 the most), and was kept:
+   asking each row's counterparts as the kernels read it (a distance per chunk, no running
+   count) measured 0.95-1.05x in L2 and 0.84-0.92x from DRAM (the plain read of the same runs
+   drifted by 0.83-0.99x); asking two pieces ahead, no faster from DRAM. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
     for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) {
