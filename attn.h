@@ -4517,10 +4517,15 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
    the same within the noise, bf16 59.6/59.4/59.5 -> 58.1/58.7/58.1% (lower in every set, by
    less than the VM drifts); with AVX2 on the same machine (three series) f32 67-69 -> 72-74%,
    bf16 51-53 -> 55-56%, e4m3 24 -> 23-24%.
-   On Zen 5 the prefetch costs 7-17% of decode in L2 (one thread, f32 the most), and was kept:
-   asking each row's counterparts as the kernels read it (a distance per chunk, no running
-   count) measured 0.95-1.05x in L2 and 0.84-0.92x from DRAM (the plain read of the same runs
-   drifted by 0.83-0.99x); asking two pieces ahead, no faster from DRAM. */
+   On Zen 5 the prefetch costs 7-17% of decode in L2 (one thread, f32 the most), and is kept:
+   from DRAM, without the L1 asks alone decode measured 1.04-1.17x slower (64 x 4096, two
+   builds in one process, calls alternated, medians of 11, two rounds). In L2 the cost is the
+   prefetches themselves (each a miss to handle), not this count: asking each row's
+   counterparts as the kernels read its lines (a distance per chunk, no count, no branch)
+   measured 0.93-1.03x in L2, and 1.04-1.14x faster with the prefetches compiled out; with a
+   distance per row range instead, 0.84-0.92x from DRAM (the plain read of those runs drifted
+   by 0.83-0.99x). Asking two pieces ahead measured 0.94-0.98x, asking for the next piece into
+   L1 rather than L2 the same. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
     for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) {
