@@ -1336,19 +1336,17 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
     return (size_t)(c - base);
 }
 
-/* Keys [j, j+n) of a sequence, all in block blk. A partition pass can read DECODE_STREAMS
-   pieces (scattered blocks) side by side, head by head; on Zen 4 more than one measured no
-   faster (f16 slower), with the next pieces prefetched in bursts or not at all. That was before
-   attn__decode_ahead, which follows only the first of the next pieces. On Zen 5 (the 2-core VM,
-   64 x 4096 from DRAM, alternating builds, medians of three runs) 2, 4 and 8 measured 0.41-0.83x
-   as fast. There a plain read of random 32 KiB runs gains 1.4-1.6x from reading 4-8 of them
+/* Keys [j, j+n) of a sequence, all in block blk. A partition pass reads one piece at a time.
+   Several pieces (scattered blocks) read side by side, head by head, measured no faster on Zen 4
+   (f16 slower), with the next pieces prefetched in bursts or not at all; on Zen 5 (the 2-core
+   VM, 64 x 4096 from DRAM, alternating builds, medians of three runs), with attn__decode_ahead
+   following the first of the next pieces, 2, 4 and 8 measured 0.41-0.83x as fast. There a plain read of random 32 KiB runs gains 1.4-1.6x from reading 4-8 of them
    in turn, 256 bytes at a time, so chunks of 64 keys from four blocks were tried, their rows
    taken in turn (the kernels' side-by-side rows then come from four blocks): without any
    prefetch 1.09-1.5x faster than one block at a time without it, with the prefetch no faster
    (0.84-1.04x; in one process, calls alternated, f32 0.83x, f16 0.97x, e4m3 1.11x: fp8's gain
    is the chunk's fixed work spread over 64 keys, and would cost a row pointer a key in every
    kernel). */
-#define ATTN__DECODE_STREAMS 1
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
     int n, off;   /* keys, and the first one's row in the block */
@@ -1365,18 +1363,16 @@ typedef struct attn__decode_ahead {
     size_t owed;      /* bytes x heads read and not yet matched by lines asked for */
 } attn__decode_ahead;
 
-/* The next up to DECODE_STREAMS pieces of [*j, hi) of sequence seq; advances *j past them. */
-ATTN__PRIVATE int attn__decode_pieces(const attn__decode_plan *P, int seq, int64_t *j, int64_t hi,
-                                      attn__decode_piece_at *out) {
-    int k = 0;
-    for (; k < ATTN__DECODE_STREAMS && *j < hi; k++) {
-        out[k].blk = P->block_tables[(int64_t)seq * P->max_blocks + *j / P->block_size];
-        out[k].j = *j;
-        out[k].off = (int)(*j % P->block_size);
-        out[k].n = (int)ATTN__MIN(P->block_size - out[k].off, hi - *j);
-        *j += out[k].n;
-    }
-    return k;
+/* The next piece of [*j, hi) of sequence seq into *out (0: none left); advances *j past it. */
+ATTN__PRIVATE int attn__decode_piece(const attn__decode_plan *P, int seq, int64_t *j, int64_t hi,
+                                     attn__decode_piece_at *out) {
+    if (*j >= hi) return 0;
+    out->blk = P->block_tables[(int64_t)seq * P->max_blocks + *j / P->block_size];
+    out->j = *j;
+    out->off = (int)(*j % P->block_size);
+    out->n = (int)ATTN__MIN(P->block_size - out->off, hi - *j);
+    *j += out->n;
+    return 1;
 }
 
 ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t part, int g) {
@@ -4547,16 +4543,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_piece_rows)(const attn__decode_plan *P,
     *end = *begin + (size_t)pc->n * P->D * attn_dtype_size(P->kv_dtype);
 }
 
-/* The cursor over KV head g's rows of the first of the pieces pc (none: n = 0), nothing into L1
-   yet. */
+/* The cursor over KV head g's rows of piece pc (none: NULL), nothing into L1 yet. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__decode_plan *P, const char *cache,
-                                                                 const attn__decode_piece_at *pc, int n, int g) {
+                                                                 const attn__decode_piece_at *pc, int g) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     a.esz = attn_dtype_size(P->kv_dtype);
     a.heads = (size_t)P->G4;
     a.owed = 0;
-    if (n > 0) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
+    if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
     return a;
 }
 
@@ -5107,50 +5102,46 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
 }
 #undef ATTN__DECODE_KERNELS
 
-/* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1):
-   DECODE_STREAMS block pieces at a time, and for each head its rows of every piece in key
-   order (a block keeps each head's rows together, the heads one after another). A head's
-   arithmetic is the same as one piece at a time. The pieces after the current ones (after the
-   last keys: the first values) are prefetched meanwhile into L2, and the rows read next into L1
-   (see attn__decode_ahead_step): the next head's rows of this piece, or after the last head
-   the first head's of the next piece - not with one head a span, where those are the L2
-   cursor's own rows, and asking for them into L1 a block ahead measured slower. */
+/* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1): a
+   block piece at a time, and for each head its rows of the piece (a block keeps each head's rows
+   together, the heads one after another). The piece after the current one (after the last keys:
+   the first values) is prefetched meanwhile into L2, and the rows read next into L1 (see
+   attn__decode_ahead_step): the next head's rows of this piece, or after the last head the
+   first head's of the next piece - not with one head a span, where those are the L2 cursor's own
+   rows, and asking for them into L1 a block ahead measured slower. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq, int64_t lo,
                                                int64_t hi, int g0, int g1, const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
-    int G4 = P->G4, Dv = P->Dv, np, nn;
+    int G4 = P->G4, Dv = P->Dv;
     int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
-    attn__decode_piece_at cur[ATTN__DECODE_STREAMS], nxt[ATTN__DECODE_STREAMS];
-    int64_t j = lo, jn;
-    np = attn__decode_pieces(P, seq, &j, hi, cur);
-    while (np > 0) {
+    attn__decode_piece_at cur, nxt;
+    int64_t j = lo;
+    if (!attn__decode_piece(P, seq, &j, hi, &cur)) return;
+    for (;;) {
         const char *next_cache = cache;
-        jn = j;
-        nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
-        int last = nn == 0;  /* told by position: K and V may be one buffer */
+        int64_t jn = j;
+        int has_next = attn__decode_piece(P, seq, &jn, hi, &nxt);
+        int last = !has_next;  /* told by position: K and V may be one buffer */
         if (last && kind == 0) {  /* after the keys come the values */
             jn = lo;
-            nn = attn__decode_pieces(P, seq, &jn, hi, nxt);
+            has_next = attn__decode_piece(P, seq, &jn, hi, &nxt);
             next_cache = P->value_cache;
         }
         for (int g = g0; g < g1; g++) {
             size_t heads = (size_t)(g - g0) * G4;
-            attn__decode_ahead ahead = ATTN__FN(attn__decode_ahead_of)(P, next_cache, nxt, nn, g);
-            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, cur, g + 1, &ahead.near, &ahead.near_end);
-            else if (g1 - g0 > 1 && nn > 0)
-                ATTN__FN(attn__decode_piece_rows)(P, next_cache, nxt, g0, &ahead.near, &ahead.near_end);
-            for (int k = 0; k < np; k++) {
-                for (int c = 0; c < cur[k].n; c += ATTN__DECODE_CHUNK) {
-                    int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur[k].n - c);
-                    ATTN__FN(attn__decode_rows) r =
-                        ATTN__FN(attn__decode_rows_of)(P, cache, cur[k].blk, g, cur[k].off + c, m, Dv, sc->tile);
-                    ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur[k].j - lo) + c, ahead);
-                }
+            attn__decode_ahead ahead = ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
+            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near, &ahead.near_end);
+            else if (g1 - g0 > 1 && has_next)
+                ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, &ahead.near, &ahead.near_end);
+            for (int c = 0; c < cur.n; c += ATTN__DECODE_CHUNK) {
+                int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur.n - c);
+                ATTN__FN(attn__decode_rows) r =
+                    ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv, sc->tile);
+                ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c, ahead);
             }
         }
         if (last) break;
-        memcpy(cur, nxt, sizeof cur);
-        np = nn;
+        cur = nxt;
         j = jn;
     }
 }
