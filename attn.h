@@ -86,13 +86,14 @@
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
        the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
-       Where the bf16 pair kernels can run (below), the workspace of attn_sdpa and
-       attn_paged_prefill also holds, per
-       thread, the value rows of the first whole 64-key tiles of one (sequence, KV head)
-       interleaved by pairs of keys, as vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a
-       thread, no more than the longest sequence needs - so that each query tile of that KV head
-       reuses them instead of packing them again. The same values either way: results do not
-       depend on it.
+       Where the bf16 pair kernels can run (below), the workspace of attn_sdpa,
+       attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
+       of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as
+       vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a thread, no more than the longest
+       sequence needs - so that each query tile of that KV head reuses them instead of packing
+       them again. The same values either way: results do not depend on it. The size queries
+       see no dtypes, so on such a CPU they count this for f32 and f16 calls too; exec.f32_probs
+       = 1, which changes nothing else for those calls, leaves it out.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -2984,7 +2985,20 @@ typedef struct attn__forward_shape {
     const int32_t *prefill_lens, *decode_lens;
     const int32_t *tables; int max_blocks;
     const int64_t *slots; int write_tokens;
+    int64_t longest_keys;                 /* attn__forward_longest_keys */
 } attn__forward_shape;
+
+/* The longest key sequence of the prefills, from the metadata alone, so that the size query
+   (which sees no K/V rows and no cache) and the call agree: the cross prefill's keys are the
+   encoder tokens, a chunk over a cached prefix reads seq_lens keys, a plain prefill its own
+   rows. -1 when the metadata leaves it out (the call then refuses it). */
+ATTN__PRIVATE int64_t attn__forward_longest_keys(const attn_layer *L, const attn_metadata *md) {
+    int n = md->num_prefills;
+    if (n <= 0) return 0;
+    if (L->type == ATTN_ENCODER) return attn__longest(md->encoder_start_loc, NULL, n);
+    if (L->type == ATTN_ENCODER_DECODER) return attn__longest(NULL, md->encoder_seq_lens, n);
+    return md->context_lens ? attn__longest(NULL, md->seq_lens, n) : attn__longest(md->query_start_loc, NULL, n);
+}
 
 ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_metadata *md,
                                                 attn_rows key, const attn_kv_cache *cache,
@@ -2995,6 +3009,7 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
                 ATTN_ERR_INVALID_ARG);
     memset(f, 0, sizeof *f);
     f->prefills = md->num_prefills; f->decodes = md->num_decode_tokens;
+    f->longest_keys = attn__forward_longest_keys(L, md);
     f->prefill_tokens = md->num_prefill_tokens;
     f->q_start = md->query_start_loc; f->k_start = md->query_start_loc;
     f->tables = md->block_tables; f->max_blocks = md->max_blocks_per_seq;
@@ -3057,14 +3072,16 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
     return ATTN_OK;
 }
 
-/* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function. */
+/* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function.
+   *value_tiles: the prefills' packed bf16 value tiles a thread keeps (see MEMORY). */
 ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f,
-                                      const attn_exec *exec, size_t *decode_at) {
+                                      const attn_exec *exec, size_t *decode_at, int *value_tiles) {
     attn_exec ex;  /* an IPEX layer's prefills run on oneDNN */
     int threads = attn_exec_threads(exec);
     if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
     if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
-    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, 0, NULL, NULL, NULL, NULL);
+    *value_tiles = f->prefills ? attn__value_cache_tiles(&L->params, &ex, f->longest_keys) : 0;
+    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, *value_tiles, NULL, NULL, NULL, NULL);
     size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
     *decode_at = attn__align_up(pre);
     return *decode_at + dec;
@@ -3074,16 +3091,19 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
                                            const attn_exec *exec) {
     attn__forward_shape f;
     size_t at;
+    int tiles;
     if (!layer || !md || attn_params_check(&layer->params) != ATTN_OK) return 0;
     if (md->num_prefills < 0 || md->num_decode_tokens < 0 || (exec && exec->num_threads < 0)) return 0;
-    /* the prefill part depends on the sequence count only, the decode part on decode lengths */
+    /* the prefill part depends on the sequence count and the longest keys, the decode part on
+       decode lengths */
     memset(&f, 0, sizeof f);
     f.prefills = md->num_prefills;
+    f.longest_keys = attn__forward_longest_keys(layer, md);
     f.decodes = layer->type == ATTN_DECODER || layer->type == ATTN_ENCODER_DECODER ? md->num_decode_tokens : 0;
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
-    return attn__forward_ws(layer, &f, exec, &at);
+    return attn__forward_ws(layer, &f, exec, &at, &tiles);
 }
 
 typedef struct attn__forward_run {
@@ -3113,21 +3133,22 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     attn_exec ex;
     int64_t pre_items = 0;
     size_t decode_at;
+    int tiles;
     ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f));
     if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
     if (layer->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
     ATTN__TRY(attn__exec_resolve(&ex, &kern));
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
-    size_t need = attn__forward_ws(layer, &f, &ex, &decode_at);
+    size_t need = attn__forward_ws(layer, &f, &ex, &decode_at, &tiles);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     if (f.paged_prefill)
         ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
-                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL, 0,
+                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL, tiles,
                                            (char *)ws, decode_at, &pre_items));
     else
         ATTN__TRY(attn__sdpa_plan(&pre, p, &ex, query, key, value, out, f.q_start, f.k_start,
-                                  f.prefills, f.causal, NULL, 0, (char *)ws, decode_at, &pre_items));
+                                  f.prefills, f.causal, NULL, tiles, (char *)ws, decode_at, &pre_items));
     if (f.decodes) {
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
         attn_rows dq = query, dout = out;
@@ -3146,6 +3167,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
         if (st != ATTN_OK) { attn__gemm_end(&pre, &call); return st; }
     }
+    attn__value_caches_reset(&pre, attn_exec_threads(&ex));
     drun.plan = &dec; drun.k = kern;
     run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
     attn__run_items(&ex, (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0), attn__forward_task, &run);

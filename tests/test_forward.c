@@ -311,7 +311,94 @@ TEST(forward_rejects_bad_metadata_and_writes_nothing) {
 #endif
 }
 
+/* bf16 prefills through attn_forward keep packed value tiles per thread (see MEMORY in attn.h):
+   a chunk over a cached prefix and a plain prefill give the bits of attn_paged_prefill and
+   attn_sdpa, and a workspace reused with other values does not serve the old ones. */
+enum { TV_H = 4, TV_D = 64, TV_BS = 16, TV_CTX = 150, TV_NEW = 100, TV_LEN = TV_CTX + TV_NEW, TV_NB = 20 };
+#define TV_QW (TV_H * TV_D)
+
+typedef struct tv_data {
+    uint16_t q[TV_NEW * TV_QW], k[TV_LEN * TV_D], v[TV_LEN * TV_D], v2[TV_LEN * TV_D];
+    int32_t table[TV_NB];
+    int64_t slots[TV_LEN];
+} tv_data;
+
+/* attn_forward over the TV_NEW new rows (values v), after the prefix (ctx) or alone. */
+static attn_status tv_forward(const attn_layer *L, const attn_exec *e, attn_kv_cache *cache, tv_data *d, int ctx,
+                              uint16_t *v, uint16_t *out, void *ws, size_t *bytes) {
+    int32_t lens[1] = {ctx ? TV_LEN : TV_NEW}, qsl[2] = {0, TV_NEW}, ctxs[1] = {TV_CTX};
+    attn_metadata md; memset(&md, 0, sizeof md);
+    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens; md.query_start_loc = qsl;
+    md.slot_mapping = ctx ? d->slots + TV_CTX : NULL; md.context_lens = ctx ? ctxs : NULL;
+    md.block_tables = d->table; md.max_blocks_per_seq = TV_NB;
+    size_t off = ctx ? (size_t)TV_CTX * TV_D : 0;
+    attn_rows q = {d->q, ATTN_BF16, 0}, k = {d->k + off, ATTN_BF16, 0}, vr = {v + off, ATTN_BF16, 0};
+    attn_rows o = {out, ATTN_BF16, 0};
+    *bytes = attn_forward_workspace_size(L, &md, e);
+    return attn_forward(L, e, q, k, vr, ctx ? cache : NULL, &md, o, ws, *bytes);
+}
+
+TEST(forward_bf16_value_cache) {
+    attn_params p; memset(&p, 0, sizeof p);
+    p.num_heads = TV_H; p.num_kv_heads = 1; p.head_size = TV_D;
+    uint64_t rng = 3200;
+    tv_data *d = (tv_data *)tu_alloc(sizeof *d);
+    float *junk = (float *)tu_alloc(sizeof(float) * TV_NEW * TV_QW);  /* the largest array */
+    tu_fill(&rng, ATTN_BF16, d->q, junk, TV_NEW * TV_QW, -1, 1);
+    tu_fill(&rng, ATTN_BF16, d->k, junk, TV_LEN * TV_D, -1, 1);
+    tu_fill(&rng, ATTN_BF16, d->v, junk, TV_LEN * TV_D, -1, 1);
+    tu_fill(&rng, ATTN_BF16, d->v2, junk, TV_LEN * TV_D, -1, 1);
+    for (int i = 0; i < TV_NB; i++) d->table[i] = (i * 7 + 3) % TV_NB;  /* shuffled */
+    for (int t = 0; t < TV_LEN; t++) d->slots[t] = (int64_t)d->table[t / TV_BS] * TV_BS + t % TV_BS;
+    size_t cbytes = attn_kv_cache_bytes(TV_NB, TV_BS, 1, TV_D, ATTN_BF16), n_out = sizeof(uint16_t) * TV_NEW * TV_QW;
+    void *cmem = tu_alloc(cbytes);
+    attn_kv_cache cache;
+    REQUIRE(attn_kv_cache_init(&cache, TV_NB, TV_BS, 1, TV_D, ATTN_BF16, 1, 1, cmem, cbytes) == ATTN_OK);
+    attn_layer L;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);
+    uint16_t *fwd = (uint16_t *)tu_alloc(n_out), *want = (uint16_t *)tu_alloc(n_out);
+    void *ws = tu_alloc(4u << 20);
+    size_t bytes;
+    for (int ctx = 0; ctx < 2; ctx++) {
+        attn_rows k = {d->k, ATTN_BF16, 0}, v = {d->v, ATTN_BF16, 0}, v2 = {d->v2, ATTN_BF16, 0};
+        attn_rows q = {d->q, ATTN_BF16, 0}, o = {want, ATTN_BF16, 0};
+        int32_t qsl[2] = {0, TV_NEW}, lens[1] = {TV_LEN};
+        REQUIRE(attn_write_kv(&cache, k, v, d->slots, TV_CTX, NULL) == ATTN_OK);  /* the prefix */
+        CHECK_STATUS(tv_forward(&L, &e, &cache, d, ctx, d->v, fwd, ws, &bytes), ATTN_OK);
+        REQUIRE(bytes <= 4u << 20);
+        size_t ws2 = ctx ? attn_paged_prefill_workspace_size(&p, &e, &cache, qsl, lens, 1)
+                         : attn_sdpa_workspace_size(&p, &e, qsl, qsl, 1);
+        void *w2 = tu_alloc(ws2);
+        if (ctx)
+            CHECK_STATUS(attn_paged_prefill(&p, &e, q, o, &cache, d->table, TV_NB, qsl, lens, 1, 1, NULL, w2, ws2),
+                         ATTN_OK);
+        else
+            CHECK_STATUS(attn_sdpa(&p, &e, q, k, v, o, qsl, qsl, 1, 1, NULL, w2, ws2), ATTN_OK);
+        CHECK_BITEQ(fwd, want, n_out);
+        /* other values through the same workspace, against a cleared one */
+        REQUIRE(attn_write_kv(&cache, k, v2, d->slots, TV_CTX, NULL) == ATTN_OK);
+        CHECK_STATUS(tv_forward(&L, &e, &cache, d, ctx, d->v2, fwd, ws, &bytes), ATTN_OK);
+        memset(ws, 0, bytes);
+        CHECK_STATUS(tv_forward(&L, &e, &cache, d, ctx, d->v2, want, ws, &bytes), ATTN_OK);
+        CHECK_BITEQ(fwd, want, n_out);
+        free(w2);
+    }
+    /* where the pair kernels can run, the tiles are in the size query; f32_probs leaves them out */
+    int32_t qsl[2] = {0, TV_NEW}, lens[1] = {TV_NEW};
+    attn_metadata md; memset(&md, 0, sizeof md);
+    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens; md.query_start_loc = qsl;
+    attn_exec e32 = e;
+    e32.f32_probs = 1;
+    if (attn__value_cache_tiles(&p, &e, TV_NEW) > 0)
+        CHECK(attn_forward_workspace_size(&L, &md, &e) > attn_forward_workspace_size(&L, &md, &e32));
+    else
+        CHECK(attn_forward_workspace_size(&L, &md, &e) == attn_forward_workspace_size(&L, &md, &e32));
+    free(ws); free(fwd); free(want); free(cmem); free(junk); free(d);
+}
+
 #define TEST_FORWARD_LIST                                                                         \
     ATTN_TEST_ENTRY(forward_continuous_batching_simulation),                                      \
     ATTN_TEST_ENTRY(forward_encoder_decoder_and_encoder_only),                                    \
-    ATTN_TEST_ENTRY(forward_rejects_bad_metadata_and_writes_nothing)
+    ATTN_TEST_ENTRY(forward_rejects_bad_metadata_and_writes_nothing),                             \
+    ATTN_TEST_ENTRY(forward_bf16_value_cache)
