@@ -92,8 +92,9 @@
        vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a thread, no more than the longest
        sequence needs - so that each query tile of that KV head reuses them instead of packing
        them again. The same values either way: results do not depend on it. The size queries
-       see no dtypes, so on such a CPU they count this for f32 and f16 calls too; exec.f32_probs
-       = 1, which changes nothing else for those calls, leaves it out.
+       see no dtypes, and attn_forward's no cache, so on such a CPU they count this for f32 and
+       f16 calls too, and attn_forward's for caches that are not bf16 with unit scales;
+       exec.f32_probs = 1, which changes nothing else for those calls, leaves it out.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
