@@ -1,11 +1,12 @@
 /* attn_bench - llama-bench style throughput benchmark of attn.h against this machine's limits.
 
-   attn_bench [peak|prefill|decode|paged-prefill|all ...] [options]     (attn_bench -h for the list)
+   attn_bench [peak|prefill|decode|paged-prefill|forward|all ...] [options]   (attn_bench -h: the list)
 
    In one run and on the same threads it measures the machine's limits (fp32 FMA peak, memory
    read bandwidth) and then the kernels: prefill = attn_sdpa, decode = attn_paged_decode over a
    shuffled paged cache, paged-prefill = attn_paged_prefill (a chunk over a cached prefix, next to
-   attn_sdpa on the same work). Each row: median and stddev over -r timed runs after one warm-up,
+   attn_sdpa on the same work), forward = attn_forward on a mixed batch (prefill chunks, then
+   decodes, in one call). Each row: median and stddev over -r timed runs after one warm-up,
    useful GFLOP/s (prefill) or KV GB/s (decode), and the % of the relevant limit. Each timed run
    follows a short sample of both limits, and the % is taken against the medians of those
    samples (the limits measured alongside the kernel), not the best-of figures of the header.
@@ -50,11 +51,11 @@
 typedef struct { int n; int v[MAXL]; } ilist;
 
 enum { FMT_MD, FMT_CSV, FMT_JSON };
-enum { M_PEAK = 1, M_PREFILL = 2, M_DECODE = 4, M_PPREFILL = 8, M_ALL = 16 };
+enum { M_PEAK = 1, M_PREFILL = 2, M_DECODE = 4, M_PPREFILL = 8, M_ALL = 16, M_FORWARD = 32 };
 
 static struct {
     unsigned modes;
-    ilist threads, S, D, seqs, ctx, bs, chunk, prefix, dtype, kv_dtype, version;
+    ilist threads, S, D, seqs, ctx, bs, chunk, prefix, decodes, dtype, kv_dtype, version;
     int H, Hk, reps, causal, fmt, progress;
     attn_isa isa;
     attn_gemm gemm;
@@ -378,6 +379,7 @@ typedef struct {
     const char *isa, *gemm, *dtype, *kv_dtype;   /* kv_dtype "" when there is no cache */
     char version[16];
     int threads, causal, H, Hk, D, bs, seqs, q_len, kv_len, reps;   /* 0 = not applicable */
+    int decodes, ctx;                            /* forward: decode sequences after the prefills */
     double ms, sd_ms, value, pct;
     const char *unit, *limit;                    /* limit: "fma", "roof:bw", "roof:fma" */
     char note[48];
@@ -475,6 +477,9 @@ static void shape_text(const row *r, char *s, size_t n) {
     if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
     else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
+    else if (!strcmp(r->mode, "forward"))
+        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+                 r->kv_len - r->q_len, r->decodes, r->ctx);
     else if (!strcmp(r->mode, "paged-prefill"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d) %s", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
                  r->kv_len - r->q_len, causal);
@@ -908,11 +913,121 @@ static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chun
 }
 
 /* ---------------------------------------------------------------------------------------------
+   forward: attn_forward on one mixed batch, as a server step runs it: seqs prefill sequences of
+   `chunk` new tokens over `prefix` cached ones (prefix 0: plain prefill), then `decodes` decode
+   sequences of ctx tokens, in one call that also writes the new tokens' K/V. The roofline of
+   the call is the sum of its parts': prefill FLOPs / FMA peak + decode's max(KV bytes /
+   bandwidth, FLOPs / FMA peak). */
+typedef struct {
+    attn_layer L; attn_exec e; attn_kv_cache cache; attn_metadata md; attn_rows q, k, v, o;
+    void *ws; size_t ws_bytes;
+} forward_ctx;
+static attn_status forward_call(void *c) {
+    forward_ctx *x = (forward_ctx *)c;
+    return attn_forward(&x->L, &x->e, x->q, x->k, x->v, &x->cache, &x->md, x->o, x->ws, x->ws_bytes);
+}
+
+/* The batch's cache (shuffled blocks, random contents), tables, lengths and slots. */
+typedef struct {
+    void *mem; int32_t *tables, *lens, *qsl, *ctxs; int64_t *slots; int maxb, tokens;
+} forward_batch;
+static int forward_batch_make(forward_batch *b, attn_kv_cache *cache, int Hk, int D, int bs, int seqs, int chunk,
+                              int prefix, int decodes, int ctx, attn_dtype kv) {
+    int n = seqs + decodes, len = prefix + chunk, longest = len > ctx || !decodes ? len : ctx;
+    memset(b, 0, sizeof *b);
+    b->maxb = (longest + bs - 1) / bs;   /* every sequence gets as many blocks as the longest */
+    int64_t blocks = (int64_t)n * b->maxb;
+    b->tokens = seqs * chunk + decodes;
+    if (blocks > 0x7fffffff) return 0;
+    size_t bytes = attn_kv_cache_bytes((int)blocks, bs, Hk, D, kv);
+    float scale = is_fp8(kv) ? 1.0f / 64 : 1.0f;
+    b->mem = bytes ? xalloc(bytes) : NULL;
+    b->tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)blocks);
+    b->lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+    b->qsl = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
+    b->ctxs = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
+    b->slots = (int64_t *)malloc(sizeof(int64_t) * (size_t)(b->tokens + 1));
+    if (!b->mem || !b->tables || !b->lens || !b->qsl || !b->ctxs || !b->slots) return 0;
+    if (attn_kv_cache_init(cache, (int)blocks, bs, Hk, D, kv, scale, scale, b->mem, bytes) != ATTN_OK) return 0;
+    fill_random(cache->key, kv, (size_t)blocks * bs * Hk * D, 4, scale);
+    fill_random(cache->value, kv, (size_t)blocks * bs * Hk * D, 5, scale);
+    shuffled_ids(b->tables, (int)blocks, 6);
+    int t = 0;
+    b->qsl[0] = 0;
+    for (int s = 0; s < n; s++) {
+        const int32_t *tab = b->tables + (size_t)s * b->maxb;
+        int first = s < seqs ? prefix : ctx - 1;   /* the new tokens: a chunk, or the last one */
+        b->lens[s] = s < seqs ? len : ctx;
+        if (s < seqs) { b->qsl[s + 1] = b->qsl[s] + chunk; b->ctxs[s] = prefix; }
+        for (int p = first; p < b->lens[s]; p++) b->slots[t++] = (int64_t)tab[p / bs] * bs + p % bs;
+    }
+    return 1;
+}
+static void forward_batch_free(forward_batch *b) {
+    free(b->mem); free(b->tables); free(b->lens); free(b->qsl); free(b->ctxs); free(b->slots);
+}
+
+static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix, int decodes, int ctx,
+                          attn_dtype kv, const ilist *dtypes, int reps0) {
+    forward_batch b;
+    forward_ctx x;
+    char what[128];
+    memset(&x, 0, sizeof x);
+    snprintf(what, sizeof what, "forward: filling a %s cache H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d",
+             attn_dtype_name(kv), H, Hk, D, bs, seqs, chunk, prefix, decodes, ctx);
+    progress("%s", what);
+    int ok = forward_batch_make(&b, &x.cache, Hk, D, bs, seqs, chunk, prefix, decodes, ctx, kv);
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
+    ok = ok && attn_layer_init(&x.L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK;
+    x.md.num_prefills = seqs; x.md.num_prefill_tokens = seqs * chunk; x.md.num_decode_tokens = decodes;
+    x.md.slot_mapping = b.slots; x.md.seq_lens = b.lens; x.md.query_start_loc = b.qsl;
+    x.md.context_lens = prefix ? b.ctxs : NULL; x.md.block_tables = b.tables; x.md.max_blocks_per_seq = b.maxb;
+    double pre_flops = 4.0 * D * H * seqs * visible_pairs(chunk, prefix + chunk, 1);
+    double dec_flops = 4.0 * H * D * (double)decodes * ctx;
+    double dec_bytes = (double)decodes * ctx * Hk * D * 2 * (double)attn_dtype_size(kv);
+    for (int di = 0; di < dtypes->n; di++) {
+        attn_dtype dt = (attn_dtype)dtypes->v[di];
+        size_t esz = attn_dtype_size(dt), nq = (size_t)b.tokens * H * D, nk = (size_t)b.tokens * Hk * D;
+        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz), *o = xalloc(nq * esz);
+        int have = ok && q && k && v && o;
+        if (have) { fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f); fill_random(v, dt, nk, 3, 1.0f); }
+        x.q.data = q; x.k.data = k; x.v.data = v; x.o.data = o;
+        x.q.dtype = x.k.dtype = x.v.dtype = x.o.dtype = dt;
+        for (int ti = 0; ti < g.threads.n; ti++) {
+            int T = g.threads.v[ti];
+            row r = row_new("forward", T);
+            r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv); r.causal = 1;
+            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk; r.kv_len = prefix + chunk;
+            r.decodes = decodes; r.ctx = ctx; r.reps = reps0;
+            snprintf(r.version, sizeof r.version, "-");
+            if (!have) { error_row(&r, "out of memory"); continue; }
+            snprintf(what, sizeof what, "forward %s/%s t%d", attn_dtype_name(dt), attn_dtype_name(kv), T);
+            progress("%s", what);
+            x.e = make_exec(T);
+            x.ws_bytes = attn_forward_workspace_size(&x.L, &x.md, &x.e);
+            stats st;
+            if (!timed_row(&r, forward_call, &x, &x.ws, x.ws_bytes, &st)) continue;
+            double t_pre = r.peak_gflops > 0 ? pre_flops / (r.peak_gflops * 1e9) : 0;
+            double t_bw = r.bw_gbs > 0 ? dec_bytes / (r.bw_gbs * 1e9) : 0;
+            double t_dec = r.peak_gflops > 0 ? dec_flops / (r.peak_gflops * 1e9) : 0;
+            r.value = (pre_flops + dec_flops) / st.median * 1e-9; r.unit = "GFLOP/s";
+            r.pct = 100.0 * (t_pre + (t_bw > t_dec ? t_bw : t_dec)) / st.median; r.limit = "roof";
+            snprintf(r.note, sizeof r.note, "+%d decodes x %d; bw alongside %.1f GB/s", decodes, ctx, r.bw_gbs);
+            print_row(&r);
+        }
+        free(q); free(k); free(v); free(o);
+    }
+    forward_batch_free(&b);
+}
+
+/* ---------------------------------------------------------------------------------------------
    Command line */
 static void usage(FILE *f) {
     fprintf(f,
         "usage: attn_bench [mode ...] [options]\n"
-        "modes: peak | prefill | decode | paged-prefill | all (default: all = peak + standard shapes)\n"
+        "modes: peak | prefill | decode | paged-prefill | forward | all (default: all = peak + standard shapes)\n"
         "options (L = comma list, e.g. -S 512,2048,8192; lists multiply out):\n"
         "  -t L            threads (default: omp_get_max_threads())\n"
         "  -r N            timed repetitions after 1 warm-up (default 5)\n"
@@ -923,12 +1038,14 @@ static void usage(FILE *f) {
         "  -H N, --hk N    query heads, KV heads (default 32, 8)\n"
         "  -D L            head size (default 128)\n"
         "  -S L            prefill length (default 2048)\n"
-        "  --seqs L        sequences (default 1 for prefill/paged-prefill, 64 for decode)\n"
-        "  --ctx L         decode context length (default 4096)\n"
+        "  --seqs L        sequences (default 1 for prefill/paged-prefill/forward, 64 for decode)\n"
+        "  --ctx L         decode context length, also forward's decodes (default 4096)\n"
         "  --bs L          KV block size (default 16)\n"
         "  --version L     decode: auto|v1|v2 (default auto)\n"
-        "  --chunk L       paged-prefill: new tokens per sequence (default 2048)\n"
-        "  --prefix L      paged-prefill: cached tokens before the chunk (default 2048)\n"
+        "  --chunk L       paged-prefill, forward: new tokens per sequence (default 2048)\n"
+        "  --prefix L      paged-prefill, forward: cached tokens before the chunk (default 2048; forward: 0 =\n"
+        "                  plain prefill)\n"
+        "  --decodes L     forward: decode sequences after the prefills, ctx tokens each (default 0)\n"
         "  --noncausal     prefill / paged-prefill without the causal mask\n"
         "  --bw-mib N      bytes read by the bandwidth test (default max(1 GiB, 8 x L3))\n"
         "  --limits G,B    skip the measurement: FMA peak G GFLOP/s, bandwidth B GB/s\n"
@@ -944,7 +1061,7 @@ static int parse_name(const char *s, const char *const *names, int n) {
     return -1;
 }
 
-/* kind: 0 = int, 1 = activation/cache dtype, 2 = version */
+/* kind: 0 = int >= 1, 1 = activation/cache dtype, 2 = version, 3 = int >= 0 */
 static int parse_list(const char *arg, ilist *l, int kind) {
     static const char *const dts[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"};
     static const char *const vers[] = {"auto", "v1", "v2"};
@@ -959,7 +1076,7 @@ static int parse_list(const char *arg, ilist *l, int kind) {
         else {
             char *end;
             long x = strtol(tok, &end, 10);
-            v = (*end || x < 1 || x > 0x7fffffff) ? -1 : (int)x;
+            v = (*end || x < (kind == 3 ? 0 : 1) || x > 0x7fffffff) ? -1 : (int)x;
         }
         if (v < 0) return 0;
         l->v[l->n++] = v;
@@ -977,7 +1094,7 @@ static int parse_args(int argc, char **argv) {
 #endif
     memset(&g, 0, sizeof g);
     g.threads = one(T); g.S = one(2048); g.D = one(128); g.ctx = one(4096); g.bs = one(16);
-    g.chunk = one(2048); g.prefix = one(2048); g.dtype = one(ATTN_F32); g.kv_dtype = one(ATTN_F32);
+    g.chunk = one(2048); g.prefix = one(2048); g.decodes = one(0); g.dtype = one(ATTN_F32); g.kv_dtype = one(ATTN_F32);
     g.version = one(ATTN_PAGED_AUTO);
     g.H = 32; g.Hk = 8; g.reps = 5; g.causal = 1;
     for (int i = 1; i < argc; i++) {
@@ -988,6 +1105,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "prefill")) g.modes |= M_PREFILL, takes = 0;
         else if (!strcmp(a, "decode")) g.modes |= M_DECODE, takes = 0;
         else if (!strcmp(a, "paged-prefill")) g.modes |= M_PPREFILL, takes = 0;
+        else if (!strcmp(a, "forward")) g.modes |= M_FORWARD, takes = 0;
         else if (!strcmp(a, "all")) g.modes |= M_ALL, takes = 0;
         else if (!strcmp(a, "--noncausal")) g.causal = 0, takes = 0;
         else if (!strcmp(a, "--progress")) g.progress = 1, takes = 0;
@@ -1003,7 +1121,8 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ok = parse_list(v, &g.ctx, 0);
         else if (!strcmp(a, "--bs")) ok = parse_list(v, &g.bs, 0);
         else if (!strcmp(a, "--chunk")) ok = parse_list(v, &g.chunk, 0);
-        else if (!strcmp(a, "--prefix")) ok = parse_list(v, &g.prefix, 0);
+        else if (!strcmp(a, "--prefix")) ok = parse_list(v, &g.prefix, 3);
+        else if (!strcmp(a, "--decodes")) ok = parse_list(v, &g.decodes, 3);
         else if (!strcmp(a, "--dtype")) ok = parse_list(v, &g.dtype, 1);
         else if (!strcmp(a, "--kv-dtype")) ok = parse_list(v, &g.kv_dtype, 1);
         else if (!strcmp(a, "--version")) ok = parse_list(v, &g.version, 2);
@@ -1089,6 +1208,18 @@ int main(int argc, char **argv) {
                                 bench_paged_prefill(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 1,
                                                     g.chunk.v[c], g.prefix.v[p], g.causal,
                                                     (attn_dtype)g.kv_dtype.v[k], &g.dtype, g.reps);
+    if (g.modes & M_FORWARD)
+        for (int k = 0; k < g.kv_dtype.n; k++)
+            for (int d = 0; d < g.D.n; d++)
+                for (int b = 0; b < g.bs.n; b++)
+                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
+                        for (int c = 0; c < g.chunk.n; c++)
+                            for (int p = 0; p < g.prefix.n; p++)
+                                for (int m = 0; m < g.decodes.n; m++)
+                                    for (int x = 0; x < g.ctx.n; x++)
+                                        bench_forward(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 1,
+                                                      g.chunk.v[c], g.prefix.v[p], g.decodes.v[m], g.ctx.v[x],
+                                                      (attn_dtype)g.kv_dtype.v[k], &g.dtype, g.reps);
     print_footer();
     if (g.fmt == FMT_MD) printf("\n%d rows in %.1f s\n", g_rows, now_s() - t_start);
     else if (g.fmt == FMT_CSV) printf("# %d rows in %.1f s\n", g_rows, now_s() - t_start);
