@@ -381,7 +381,7 @@ typedef struct {
     int threads, causal, H, Hk, D, bs, seqs, q_len, kv_len, reps;   /* 0 = not applicable */
     int decodes, ctx;                            /* forward: decode sequences after the prefills */
     double ms, sd_ms, value, pct;
-    const char *unit, *limit;                    /* limit: "fma", "roof:bw", "roof:fma" */
+    const char *unit, *limit;                    /* limit: "fma", "roof:bw", "roof:fma", "roof" (forward) */
     char note[48];
     const char *status;                          /* NULL = ok */
     double peak_gflops, bw_gbs;
