@@ -1172,6 +1172,44 @@ static void run_all(void) {
     g.cap_slow = 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+   The modes' shapes: every combination of the option lists a mode uses (the last one varies
+   fastest; --seqs not given: the mode's default). */
+enum { DIM_KV, DIM_D, DIM_S, DIM_BS, DIM_SEQS, DIM_CHUNK, DIM_PREFIX, DIM_DECODES, DIM_CTX, NDIM };
+typedef void (*shape_fn)(const int *v);   /* v[DIM_*]; 0 for a dimension the mode does not use */
+
+static void for_each_shape(unsigned dims, int default_seqs, shape_fn fn) {
+    ilist seqs = g.seqs.n ? g.seqs : one(default_seqs);
+    const ilist *l[NDIM] = {&g.kv_dtype, &g.D, &g.S, &g.bs, &seqs, &g.chunk, &g.prefix, &g.decodes, &g.ctx};
+    int at[NDIM] = {0}, v[NDIM], d;
+    for (;;) {
+        for (d = 0; d < NDIM; d++) v[d] = dims >> d & 1 ? l[d]->v[at[d]] : 0;
+        fn(v);
+        for (d = NDIM - 1; d >= 0; d--) {
+            if (dims >> d & 1 && ++at[d] < l[d]->n) break;
+            at[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
+static void prefill_at(const int *v) {
+    bench_prefill(g.H, g.Hk, v[DIM_D], v[DIM_SEQS], v[DIM_S], v[DIM_S], g.causal, &g.dtype, g.reps);
+}
+static void decode_at(const int *v) {
+    bench_decode(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CTX], (attn_dtype)v[DIM_KV], &g.dtype,
+                 &g.version, g.reps);
+}
+static void paged_prefill_at(const int *v) {
+    bench_paged_prefill(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX], g.causal,
+                        (attn_dtype)v[DIM_KV], &g.dtype, g.reps);
+}
+static void forward_at(const int *v) {
+    if (!v[DIM_DECODES] && v[DIM_CTX] != g.ctx.v[0]) return;  /* no decodes: ctx is not used */
+    bench_forward(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX], v[DIM_DECODES],
+                  v[DIM_CTX], (attn_dtype)v[DIM_KV], &g.dtype, g.reps);
+}
+
 int main(int argc, char **argv) {
     if (!parse_args(argc, argv)) return 2;
     double t_start = now_s();
@@ -1184,42 +1222,13 @@ int main(int argc, char **argv) {
     print_header();
     if (g.modes & (M_PEAK | M_ALL)) peak_rows();
     if (g.modes & M_ALL) run_all();
-    if (g.modes & M_PREFILL)
-        for (int d = 0; d < g.D.n; d++)
-            for (int s = 0; s < g.S.n; s++)
-                for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
-                    bench_prefill(g.H, g.Hk, g.D.v[d], g.seqs.n ? g.seqs.v[n] : 1, g.S.v[s], g.S.v[s], g.causal,
-                                  &g.dtype, g.reps);
+    if (g.modes & M_PREFILL) for_each_shape(1u << DIM_D | 1u << DIM_S | 1u << DIM_SEQS, 1, prefill_at);
     if (g.modes & M_DECODE)
-        for (int k = 0; k < g.kv_dtype.n; k++)
-            for (int d = 0; d < g.D.n; d++)
-                for (int b = 0; b < g.bs.n; b++)
-                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
-                        for (int c = 0; c < g.ctx.n; c++)
-                            bench_decode(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 64, g.ctx.v[c],
-                                         (attn_dtype)g.kv_dtype.v[k], &g.dtype, &g.version, g.reps);
+        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX, 64, decode_at);
     if (g.modes & M_PPREFILL)
-        for (int k = 0; k < g.kv_dtype.n; k++)
-            for (int d = 0; d < g.D.n; d++)
-                for (int b = 0; b < g.bs.n; b++)
-                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
-                        for (int c = 0; c < g.chunk.n; c++)
-                            for (int p = 0; p < g.prefix.n; p++)
-                                bench_paged_prefill(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 1,
-                                                    g.chunk.v[c], g.prefix.v[p], g.causal,
-                                                    (attn_dtype)g.kv_dtype.v[k], &g.dtype, g.reps);
-    if (g.modes & M_FORWARD)
-        for (int k = 0; k < g.kv_dtype.n; k++)
-            for (int d = 0; d < g.D.n; d++)
-                for (int b = 0; b < g.bs.n; b++)
-                    for (int n = 0; n < (g.seqs.n ? g.seqs.n : 1); n++)
-                        for (int c = 0; c < g.chunk.n; c++)
-                            for (int p = 0; p < g.prefix.n; p++)
-                                for (int m = 0; m < g.decodes.n; m++)
-                                    for (int x = 0; x < g.ctx.n; x++)
-                                        bench_forward(g.H, g.Hk, g.D.v[d], g.bs.v[b], g.seqs.n ? g.seqs.v[n] : 1,
-                                                      g.chunk.v[c], g.prefix.v[p], g.decodes.v[m], g.ctx.v[x],
-                                                      (attn_dtype)g.kv_dtype.v[k], &g.dtype, g.reps);
+        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CHUNK | 1u << DIM_PREFIX,
+                       1, paged_prefill_at);
+    if (g.modes & M_FORWARD) for_each_shape(~(1u << DIM_S), 1, forward_at);
     print_footer();
     if (g.fmt == FMT_MD) printf("\n%d rows in %.1f s\n", g_rows, now_s() - t_start);
     else if (g.fmt == FMT_CSV) printf("# %d rows in %.1f s\n", g_rows, now_s() - t_start);
