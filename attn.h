@@ -2986,7 +2986,6 @@ typedef struct attn__forward_shape {
     const int32_t *prefill_lens, *decode_lens;
     const int32_t *tables; int max_blocks;
     const int64_t *slots; int write_tokens;
-    int64_t longest_keys;                 /* attn__forward_longest_keys */
 } attn__forward_shape;
 
 /* The longest key sequence of the prefills, from the metadata alone, so that the size query
@@ -3010,7 +3009,6 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
                 ATTN_ERR_INVALID_ARG);
     memset(f, 0, sizeof *f);
     f->prefills = md->num_prefills; f->decodes = md->num_decode_tokens;
-    f->longest_keys = attn__forward_longest_keys(L, md);
     f->prefill_tokens = md->num_prefill_tokens;
     f->q_start = md->query_start_loc; f->k_start = md->query_start_loc;
     f->tables = md->block_tables; f->max_blocks = md->max_blocks_per_seq;
@@ -3075,13 +3073,13 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
 
 /* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function.
    *value_tiles: the prefills' packed bf16 value tiles a thread keeps (see MEMORY). */
-ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn__forward_shape *f,
+ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn_metadata *md, const attn__forward_shape *f,
                                       const attn_exec *exec, size_t *decode_at, int *value_tiles) {
     attn_exec ex;  /* an IPEX layer's prefills run on oneDNN */
     int threads = attn_exec_threads(exec);
     if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
     if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
-    *value_tiles = f->prefills ? attn__value_cache_tiles(&L->params, &ex, f->longest_keys) : 0;
+    *value_tiles = attn__value_cache_tiles(&L->params, &ex, attn__forward_longest_keys(L, md));
     size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, *value_tiles, NULL, NULL, NULL, NULL);
     size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
     *decode_at = attn__align_up(pre);
@@ -3099,12 +3097,11 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
        decode lengths */
     memset(&f, 0, sizeof f);
     f.prefills = md->num_prefills;
-    f.longest_keys = attn__forward_longest_keys(layer, md);
     f.decodes = layer->type == ATTN_DECODER || layer->type == ATTN_ENCODER_DECODER ? md->num_decode_tokens : 0;
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
-    return attn__forward_ws(layer, &f, exec, &at, &tiles);
+    return attn__forward_ws(layer, md, &f, exec, &at, &tiles);
 }
 
 typedef struct attn__forward_run {
@@ -3141,7 +3138,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__TRY(attn__exec_resolve(&ex, &kern));
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
-    size_t need = attn__forward_ws(layer, &f, &ex, &decode_at, &tiles);
+    size_t need = attn__forward_ws(layer, md, &f, &ex, &decode_at, &tiles);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     if (f.paged_prefill)
         ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
