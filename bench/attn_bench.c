@@ -650,6 +650,9 @@ static int timed_row(row *r, bench_fn fn, void *ctx, void **ws, size_t ws_bytes,
     return 1;
 }
 
+/* Seconds that amount (bytes or FLOPs) takes at rate (GB/s or GFLOP/s); 0 when the rate is unknown. */
+static double limit_secs(double amount, double rate) { return rate > 0 ? amount / (rate * 1e9) : 0; }
+
 /* A prefill row: useful GFLOP/s against the FMA peak measured alongside. */
 static void print_gflops_row(row *r, double flops, const stats *st) {
     r->value = flops / st->median * 1e-9; r->unit = "GFLOP/s";
@@ -841,8 +844,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                 double tokens = (double)seqs * ctx;
                 double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv), flops = 4.0 * H * D * tokens;
-                double t_bw = r.bw_gbs > 0 ? bytes / (r.bw_gbs * 1e9) : 0;
-                double t_fma = r.peak_gflops > 0 ? flops / (r.peak_gflops * 1e9) : 0;
+                double t_bw = limit_secs(bytes, r.bw_gbs), t_fma = limit_secs(flops, r.peak_gflops);
                 r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                 r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                 r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
@@ -919,52 +921,40 @@ static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chun
    the call is the sum of its parts': prefill FLOPs / FMA peak + decode's max(KV bytes /
    bandwidth, FLOPs / FMA peak). */
 typedef struct {
-    attn_layer L; attn_exec e; attn_kv_cache cache; attn_metadata md; attn_rows q, k, v, o;
+    attn_layer L; attn_exec e; attn_kv_cache *cache; attn_metadata md; attn_rows q, k, v, o;
     void *ws; size_t ws_bytes;
 } forward_ctx;
 static attn_status forward_call(void *c) {
     forward_ctx *x = (forward_ctx *)c;
-    return attn_forward(&x->L, &x->e, x->q, x->k, x->v, &x->cache, &x->md, x->o, x->ws, x->ws_bytes);
+    return attn_forward(&x->L, &x->e, x->q, x->k, x->v, x->cache, &x->md, x->o, x->ws, x->ws_bytes);
 }
 
-/* The batch's cache (shuffled blocks, random contents), tables, lengths and slots. */
+/* The batch: a paged cache with room for the longest sequence in every table (paged_make),
+   the real lengths, the prefills' offsets and cached lengths, and the new tokens' slots. */
 typedef struct {
-    void *mem; int32_t *tables, *lens, *qsl, *ctxs; int64_t *slots; int maxb, tokens;
+    paged P; int32_t *qsl, *ctxs; int64_t *slots; int tokens;
 } forward_batch;
-static int forward_batch_make(forward_batch *b, attn_kv_cache *cache, int Hk, int D, int bs, int seqs, int chunk,
-                              int prefix, int decodes, int ctx, attn_dtype kv) {
+static int forward_batch_make(forward_batch *b, int Hk, int D, int bs, int seqs, int chunk, int prefix, int decodes,
+                              int ctx, attn_dtype kv) {
     int n = seqs + decodes, len = prefix + chunk, longest = len > ctx || !decodes ? len : ctx;
-    memset(b, 0, sizeof *b);
-    b->maxb = (longest + bs - 1) / bs;   /* every sequence gets as many blocks as the longest */
-    int64_t blocks = (int64_t)n * b->maxb;
     b->tokens = seqs * chunk + decodes;
-    if (blocks > 0x7fffffff) return 0;
-    size_t bytes = attn_kv_cache_bytes((int)blocks, bs, Hk, D, kv);
-    float scale = is_fp8(kv) ? 1.0f / 64 : 1.0f;
-    b->mem = bytes ? xalloc(bytes) : NULL;
-    b->tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)blocks);
-    b->lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
     b->qsl = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
     b->ctxs = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
     b->slots = (int64_t *)malloc(sizeof(int64_t) * (size_t)(b->tokens + 1));
-    if (!b->mem || !b->tables || !b->lens || !b->qsl || !b->ctxs || !b->slots) return 0;
-    if (attn_kv_cache_init(cache, (int)blocks, bs, Hk, D, kv, scale, scale, b->mem, bytes) != ATTN_OK) return 0;
-    fill_random(cache->key, kv, (size_t)blocks * bs * Hk * D, 4, scale);
-    fill_random(cache->value, kv, (size_t)blocks * bs * Hk * D, 5, scale);
-    shuffled_ids(b->tables, (int)blocks, 6);
+    if (!paged_make(&b->P, Hk, D, bs, n, longest, kv) || !b->qsl || !b->ctxs || !b->slots) return 0;
     int t = 0;
     b->qsl[0] = 0;
     for (int s = 0; s < n; s++) {
-        const int32_t *tab = b->tables + (size_t)s * b->maxb;
+        const int32_t *tab = b->P.tables + (size_t)s * b->P.per_seq;
         int first = s < seqs ? prefix : ctx - 1;   /* the new tokens: a chunk, or the last one */
-        b->lens[s] = s < seqs ? len : ctx;
+        b->P.lens[s] = s < seqs ? len : ctx;
         if (s < seqs) { b->qsl[s + 1] = b->qsl[s] + chunk; b->ctxs[s] = prefix; }
-        for (int p = first; p < b->lens[s]; p++) b->slots[t++] = (int64_t)tab[p / bs] * bs + p % bs;
+        for (int p = first; p < b->P.lens[s]; p++) b->slots[t++] = (int64_t)tab[p / bs] * bs + p % bs;
     }
     return 1;
 }
 static void forward_batch_free(forward_batch *b) {
-    free(b->mem); free(b->tables); free(b->lens); free(b->qsl); free(b->ctxs); free(b->slots);
+    paged_free(&b->P); free(b->qsl); free(b->ctxs); free(b->slots);
 }
 
 static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix, int decodes, int ctx,
@@ -976,14 +966,15 @@ static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int
     snprintf(what, sizeof what, "forward: filling a %s cache H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d",
              attn_dtype_name(kv), H, Hk, D, bs, seqs, chunk, prefix, decodes, ctx);
     progress("%s", what);
-    int ok = forward_batch_make(&b, &x.cache, Hk, D, bs, seqs, chunk, prefix, decodes, ctx, kv);
+    int ok = forward_batch_make(&b, Hk, D, bs, seqs, chunk, prefix, decodes, ctx, kv);
     attn_params p;
     memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
     ok = ok && attn_layer_init(&x.L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK;
     x.md.num_prefills = seqs; x.md.num_prefill_tokens = seqs * chunk; x.md.num_decode_tokens = decodes;
-    x.md.slot_mapping = b.slots; x.md.seq_lens = b.lens; x.md.query_start_loc = b.qsl;
-    x.md.context_lens = prefix ? b.ctxs : NULL; x.md.block_tables = b.tables; x.md.max_blocks_per_seq = b.maxb;
+    x.cache = &b.P.cache;
+    x.md.slot_mapping = b.slots; x.md.seq_lens = b.P.lens; x.md.query_start_loc = b.qsl;
+    x.md.context_lens = prefix ? b.ctxs : NULL; x.md.block_tables = b.P.tables; x.md.max_blocks_per_seq = b.P.per_seq;
     double pre_flops = 4.0 * D * H * seqs * visible_pairs(chunk, prefix + chunk, 1);
     double dec_flops = 4.0 * H * D * (double)decodes * ctx;
     double dec_bytes = (double)decodes * ctx * Hk * D * 2 * (double)attn_dtype_size(kv);
@@ -1009,11 +1000,10 @@ static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int
             x.ws_bytes = attn_forward_workspace_size(&x.L, &x.md, &x.e);
             stats st;
             if (!timed_row(&r, forward_call, &x, &x.ws, x.ws_bytes, &st)) continue;
-            double t_pre = r.peak_gflops > 0 ? pre_flops / (r.peak_gflops * 1e9) : 0;
-            double t_bw = r.bw_gbs > 0 ? dec_bytes / (r.bw_gbs * 1e9) : 0;
-            double t_dec = r.peak_gflops > 0 ? dec_flops / (r.peak_gflops * 1e9) : 0;
+            double t_dec = limit_secs(dec_bytes, r.bw_gbs), t_fma = limit_secs(dec_flops, r.peak_gflops);
             r.value = (pre_flops + dec_flops) / st.median * 1e-9; r.unit = "GFLOP/s";
-            r.pct = 100.0 * (t_pre + (t_bw > t_dec ? t_bw : t_dec)) / st.median; r.limit = "roof";
+            r.pct = 100.0 * (limit_secs(pre_flops, r.peak_gflops) + (t_dec > t_fma ? t_dec : t_fma)) / st.median;
+            r.limit = "roof";
             snprintf(r.note, sizeof r.note, "+%d decodes x %d; bw alongside %.1f GB/s", decodes, ctx, r.bw_gbs);
             print_row(&r);
         }
