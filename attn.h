@@ -608,7 +608,8 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
    [4] API: paged prefill - PagedAttention.forward_prefix (chunked prefill over a cached prefix).
    Sequence s's new query tokens are rows [query_start_loc[s], query_start_loc[s+1]) of q; its
    keys are all seq_lens[s] tokens in the paged cache (cached prefix + the new tokens, already
-   written). Query m is at position seq_lens[s] - Lq + m (bottom-right causal when causal).
+   written), so Lq <= seq_lens[s] (else ATTN_ERR_INVALID_ARG). Query m is at position
+   seq_lens[s] - Lq + m (bottom-right causal when causal).
    Same options, dtypes, determinism and errors as attn_sdpa plus the block-table checks of
    attn_paged_decode. The workspace depends on the longest seq_lens only where a bf16 cache can
    take the bf16 pair kernels (see MEMORY; seq_lens = NULL in the size query gives the most any
@@ -689,7 +690,8 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
    ENCODER_DECODER prefill (data NULL = already cached); cache: NULL only for ENCODER and
    cache-less ENCODER_ONLY. Errors as the kernels, plus ATTN_ERR_INVALID_ARG for missing
    encoder / cross metadata, decode metadata for ENCODER or ENCODER_ONLY, a prefix for
-   ENCODER_ONLY, and seq_lens != context_lens + query length. */
+   ENCODER_ONLY, seq_lens != context_lens + query length, and (DECODER, ENCODER_ONLY) seq_lens
+   below a sequence's new tokens (its query length; 1 for a decode). */
 ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec, attn_rows query,
                                  attn_rows key, attn_rows value, attn_kv_cache *cache,
                                  const attn_metadata *md, attn_rows out, void *ws,
@@ -2685,6 +2687,16 @@ ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_k
     return ATTN_OK;
 }
 
+/* The new query tokens are part of the keys (seq_lens counts them), so no sequence may have
+   more of them than keys. q_start NULL: one query token per sequence (decodes). */
+ATTN__PRIVATE attn_status attn__queries_in_keys(const int32_t *q_start, const int32_t *seq_lens, int n) {
+    for (int s = 0; s < n; s++) {
+        int64_t lq = q_start ? (int64_t)q_start[s + 1] - q_start[s] : 1;
+        ATTN__CHECK(lq <= seq_lens[s], ATTN_ERR_INVALID_ARG);
+    }
+    return ATTN_OK;
+}
+
 /* Every block a sequence will read must be inside the table and the cache. */
 ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const int32_t *tables,
                                                    int max_blocks, const int32_t *seq_lens,
@@ -2918,6 +2930,7 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
                                        max_blocks_per_seq, query_start_loc, seq_lens, num_seqs, causal, lse,
                                        attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs),
                                        (char *)ws, ws_bytes, &items));
+    ATTN__TRY(attn__queries_in_keys(query_start_loc, seq_lens, num_seqs));
     return attn__prefill_execute(exec, &P, kern, items);
 }
 
@@ -3036,6 +3049,10 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
                     ATTN__CHECK((int64_t)md->context_lens[s] + md->query_start_loc[s + 1] -
                                     md->query_start_loc[s] == md->seq_lens[s], ATTN_ERR_INVALID_ARG);
                 }
+            if (md->seq_lens) {  /* the new tokens are counted in seq_lens */
+                ATTN__TRY(attn__queries_in_keys(f->q_start, md->seq_lens, f->prefills));
+                ATTN__TRY(attn__queries_in_keys(NULL, f->decode_lens, f->decodes));
+            }
             break;
         case ATTN_ENCODER:  /* all prefill over the encoder tokens, no cache */
             ATTN__CHECK(md->encoder_seq_lens && md->encoder_start_loc, ATTN_ERR_INVALID_ARG);

@@ -301,7 +301,26 @@ static void tf_rejects(attn_backend backend) {
     CHECK_BITEQ(cmem, before, cbytes);
     for (int i = 0; i < 3 * TF_QW; i++) CHECK_NEAR(out[i], 7.0, 0.0);
     CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_OK);
-    free(ws); free(cmem); free(before);
+    /* the new tokens are counted in seq_lens: fewer keys than new tokens is refused, in a plain
+       prefill and in a decode (whose token is one of its keys) */
+    memcpy(before, cmem, cbytes);
+    for (int i = 0; i < 3 * TF_QW; i++) out[i] = 7.0f;
+    md.context_lens = NULL; lens[0] = 2;
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    attn_metadata mdec; memset(&mdec, 0, sizeof mdec);
+    int32_t dec_lens[1] = {1};
+    mdec.num_decode_tokens = 1; mdec.slot_mapping = slots; mdec.seq_lens = dec_lens;
+    mdec.block_tables = table; mdec.max_blocks_per_seq = 2;
+    size_t dbytes = attn_forward_workspace_size(&layer, &mdec, NULL);
+    void *dws = tu_alloc(dbytes);
+    dec_lens[0] = 0;
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &mdec, ro, dws, dbytes), ATTN_ERR_INVALID_ARG);
+    CHECK_BITEQ(cmem, before, cbytes);
+    for (int i = 0; i < 3 * TF_QW; i++) CHECK_NEAR(out[i], 7.0, 0.0);
+    lens[0] = 3; dec_lens[0] = 1;
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_OK);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &mdec, ro, dws, dbytes), ATTN_OK);
+    free(ws); free(dws); free(cmem); free(before);
 }
 
 TEST(forward_rejects_bad_metadata_and_writes_nothing) {

@@ -145,6 +145,36 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
     td_free(&d);
 }
 
+/* The new tokens are part of seq_lens, so a sequence with more query tokens than keys is
+   inconsistent: ATTN_ERR_INVALID_ARG, nothing written (attn_sdpa, with separate cu_q and cu_k,
+   keeps Lq > Lk legal: sdpa_causal_with_more_queries_than_keys). */
+TEST(paged_prefill_rejects_more_queries_than_keys) {
+    int lens[2] = {5, 9};
+    int32_t bad[3] = {0, 6, 15}, good[3] = {0, 5, 14};
+    td_case c = td_base();
+    c.num_seqs = 2; c.lens = lens; c.H = 4; c.D = 16;
+    td_data d;
+    td_make(&c, 2500, &d);
+    size_t n_out = (size_t)15 * c.H * c.D, n_lse = (size_t)15 * c.H;
+    float *q = (float *)tu_alloc(n_out * 4), *o = (float *)tu_alloc(n_out * 4), *l = (float *)tu_alloc(n_lse * 4);
+    uint64_t rng = 6;
+    for (size_t i = 0; i < n_out; i++) { q[i] = attn_test_rand_uniform(&rng, -1, 1); o[i] = 7.0f; }
+    for (size_t i = 0; i < n_lse; i++) l[i] = 7.0f;
+    attn_rows rq = {q, ATTN_F32, 0}, ro = {o, ATTN_F32, 0};
+    size_t bytes = attn_paged_prefill_workspace_size(&d.p, NULL, &d.cache, bad, d.lens, 2);
+    void *ws = tu_alloc(bytes);
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad, d.lens, 2, 1, l,
+                                    ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad, d.lens, 2, 0, l,
+                                    ws, bytes), ATTN_ERR_INVALID_ARG);
+    for (size_t i = 0; i < n_out; i++) CHECK(o[i] == 7.0f);
+    for (size_t i = 0; i < n_lse; i++) CHECK(l[i] == 7.0f);
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, good, d.lens, 2, 1, l,
+                                    ws, bytes), ATTN_OK);
+    free(q); free(o); free(l); free(ws);
+    td_free(&d);
+}
+
 /* Splitting the keys in two (prefix in the cache, the rest as plain rows) and merging with
    attn_merge_states gives the unsplit result. */
 TEST(merge_states_of_a_split_equals_unsplit) {
@@ -195,4 +225,5 @@ TEST(merge_states_of_a_split_equals_unsplit) {
     ATTN_TEST_ENTRY(paged_prefill_contexts_and_chunks),                                           \
     ATTN_TEST_ENTRY(paged_prefill_every_option_and_dtype),                                        \
     ATTN_TEST_ENTRY(paged_prefill_keys_and_values_may_share_a_buffer),                            \
+    ATTN_TEST_ENTRY(paged_prefill_rejects_more_queries_than_keys),                                \
     ATTN_TEST_ENTRY(merge_states_of_a_split_equals_unsplit)
