@@ -2,6 +2,7 @@
 # Runs the suite in every build configuration, the compile checks and the examples, and prints
 # the summed "N passed, N failed" as the very last line. Exit status 0 only when nothing failed.
 B=$1; CC=$2; CXX=$3; shift 3
+case $B in /*) ;; *) B=./$B ;; esac  # the build folder, absolute or relative to here
 passed=0; failed=0
 add() {  # add the counts of a "N passed, N failed" line
     p=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1/p')
@@ -11,7 +12,7 @@ add() {  # add the counts of a "N passed, N failed" line
 for c in "$@"; do
     echo "=== configuration: $c ($B/test_$c)"
     for threads in 2; do
-        out=$(OMP_NUM_THREADS=$threads ./$B/test_$c 2>&1); rc=$?
+        out=$(OMP_NUM_THREADS=$threads "$B/test_$c" 2>&1); rc=$?
         echo "$out" | grep -v '^PASS ' ; last=$(echo "$out" | tail -n 1)
         add "$last"
         [ $rc -ne 0 ] && [ -z "$(echo "$last" | grep ' 0 failed$')" ] || true
@@ -21,7 +22,7 @@ done
 # $B/test_neon (aarch64-linux-gnu-gcc and qemu-aarch64 on PATH).
 echo "=== configuration: neon (aarch64 under qemu-user, $B/test_neon)"
 if [ -n "${QEMU_AARCH64:-}" ]; then
-    out=$("$QEMU_AARCH64" ./$B/test_neon 2>&1)
+    out=$("$QEMU_AARCH64" "$B/test_neon" 2>&1)
     echo "$out" | grep -v '^PASS '
     add "$(echo "$out" | tail -n 1)"
 else
