@@ -368,8 +368,8 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
    num_blocks blocks, sizes as in attn_kv_cache_init, scales finite and > 0 (1 unless fp8).
    Every function below checks the struct and returns ATTN_ERR_INVALID_ARG when it is not.
    Decode reads the blocks in block-table order, one scattered run per block: on Linux, giving
-   the key and value memory huge pages (madvise(MADV_HUGEPAGE)) made those reads 10-20% faster
-   on the machine this was measured on (README, Performance). */
+   the key and value memory huge pages (madvise(MADV_HUGEPAGE)) can make those reads faster
+   (docs/PERF.md#huge-pages). */
 typedef struct attn_kv_cache {
     void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each; may be one
                               buffer (values that are the keys): read as two that hold the same */
@@ -501,8 +501,8 @@ typedef struct attn_block_pool {
 ATTNDEF size_t attn_block_pool_bytes(int num_blocks);
 
 /* Makes every block free; the first allocations return ids 0, 1, 2, ... in that order.
-   block_size is the cache's block size (a refinement of DESIGN.md section 5, which had no such
-   argument: the pool needs it to turn positions into slots and block counts).
+   block_size is the cache's block size: the pool needs it to turn positions into slots and
+   block counts.
    Returns ATTN_ERR_INVALID_ARG (NULL pool or mem, num_blocks < 1, block_size < 1) or
    ATTN_ERR_WORKSPACE_TOO_SMALL (bytes < attn_block_pool_bytes); on error *pool is unchanged. */
 ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, int block_size,
@@ -1269,7 +1269,7 @@ ATTN__PRIVATE const char *attn__query_row(const attn__prefill_plan *P, int g, in
 
 /* Where key j of (sequence seq, KV head g) of a prefill plan is: its key row and value row.
    Inlined: each tile calls it twice per key (the prefetch of the next tile and the packing),
-   and the call was 1% of bf16 prefill (one thread, D=128: 1.04x faster inlined). */
+   and the call shows in bf16 prefill (docs/PERF.md#prefill-kv-row). */
 ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int seq, int g, int64_t j,
                                              const char **kp, const char **vp) {
     size_t esz = attn_dtype_size(P->kv_dtype);
@@ -1340,17 +1340,9 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char 
     return (size_t)(c - base);
 }
 
-/* Keys [j, j+n) of a sequence, all in block blk. A partition pass reads one piece at a time.
-   Several pieces (scattered blocks) read side by side, head by head, measured no faster on Zen 4
-   (f16 slower), with the next pieces prefetched in bursts or not at all; on Zen 5 (the 2-core
-   VM, 64 x 4096 from DRAM, alternating builds, medians of three runs), with attn__decode_ahead
-   following the first of the next pieces, 2, 4 and 8 measured 0.41-0.83x as fast. There a plain read of random 32 KiB runs gains 1.4-1.6x from reading 4-8 of them
-   in turn, 256 bytes at a time, so chunks of 64 keys from four blocks were tried, their rows
-   taken in turn (the kernels' side-by-side rows then come from four blocks): without any
-   prefetch 1.09-1.5x faster than one block at a time without it, with the prefetch no faster
-   (0.84-1.04x; in one process, calls alternated, f32 0.83x, f16 0.97x, e4m3 1.11x: fp8's gain
-   is the chunk's fixed work spread over 64 keys, and would cost a row pointer a key in every
-   kernel). */
+/* Keys [j, j+n) of a sequence, all in block blk. A partition pass reads one piece at a time:
+   with decode's prefetch, reading several pieces (scattered blocks) side by side, or chunks of
+   keys taken from several blocks in turn, is no faster (docs/PERF.md#decode-pieces). */
 typedef struct attn__decode_piece_at {
     int64_t blk, j;
     int n, off;   /* keys, and the first one's row in the block */
@@ -1631,8 +1623,8 @@ ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh
                                         int64_t width, float q_mul) {
     dnnl_data_type_t dt = C->bf16 ? dnnl_bf16 : dnnl_f32;
     /* S^T = K . Q^T and O^T += V^T . P^T: every destination is a plain matrix in the lanes
-       layout (oneDNN 2.6 runs a transposed destination on its reference kernel, 30x slower),
-       the transposes are views of the packed K/V tiles and queries */
+       layout (oneDNN 2.6 runs a transposed destination on its reference kernel: see
+       docs/PERF.md#onednn), the transposes are views of the packed K/V tiles and queries */
     return attn__dnnl_md(&sh->k, width, D, 0, dt) && attn__dnnl_md(&sh->s, width, C->rows, 0, dnnl_f32) &&
            attn__dnnl_md(&sh->p, width, C->rows, 0, dt) && attn__dnnl_md(&sh->v, D, width, 1, dt) &&
            attn__dnnl_matmul(C, &sh->k, &C->q, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
@@ -3242,9 +3234,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VF __m256
 #define ATTN__L 8
 #define ATTN__MR 4
-#define ATTN__NV 3  /* 12 accumulators, 3 row vectors, 1 broadcast: all 16 registers. Against 4 x 2
-                       (Zen 3, S = 2048, causal, gcc): f32 1.26x (D = 128) and 1.33x (D = 64) faster,
-                       bf16 1.2x and 1.15x; clang f32 1.17x, bf16 1.03x */
+#define ATTN__NV 3  /* 12 accumulators, 3 row vectors, 1 broadcast: all 16 registers (faster
+                       than 4 x 2: docs/PERF.md#prefill-micro-tile) */
 #define ATTN__VZERO() _mm256_setzero_ps()
 #define ATTN__VSET1(x) _mm256_set1_ps(x)
 #define ATTN__VLOAD(p) _mm256_loadu_ps(p)
@@ -3515,7 +3506,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
    with the code's sign. Four instructions for the eight of the way through f16 (where the NaN
    codes need a compare and a blend). The permutes are AVX-512 VBMI: asm, so that the pass
    needs no VBMI target; callers check ATTN__E4M3_LUT_READY. (e5m2, whose f16 way is a shift,
-   measured no faster by the tables.) */
+   gains nothing from tables: docs/PERF.md#e4m3-tables.) */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
     const __m512i spread = _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12,
                                            27, 27, 11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8,
@@ -3708,9 +3699,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 /* for (i = 0; i < n; i += STEP) unrolled, n (a constant after inlining) at most MAX. clang 14
    fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
-   a literal before inlining, hence MAX and a test of n: bounded by the parameters of the decode
-   kernels, clang's decode measured 1.7-2x slower (see attn__decode_chunk_of). gcc's code is the
-   same speed either way (one thread in L2 and from DRAM, every KV dtype, G = 4 and 8). */
+   a literal before inlining, hence MAX and a test of n (see attn__decode_chunk_of); gcc's code
+   is as fast either way (docs/PERF.md#decode-clang). */
 #define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 #if defined(__GNUC__) || defined(__clang__)
@@ -4537,32 +4527,14 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
    scattered, so the hardware prefetcher cannot follow from one to the next. A kernel that read
    n elements of a row for hp of the query heads asks for n * hp / heads elements' worth of
    the next rows: whatever the number of passes a kernel makes over a chunk, the next piece is
-   asked for exactly as fast as the current one is consumed, spread over the work. Measured on
-   Zen 4, 64 x 4096, 2 threads, alternating builds, medians of 4-5 runs, against asking for a
-   head's whole next rows at once (a burst that stalled the loads, and made f32 slower than no
-   prefetch at all): f32 1.3-1.4x faster, f16 and bf16 1.05-1.3x, fp8 (arithmetic-bound) the
-   same within the noise. Asking twice as fast was slower, and so was half as fast for the
-   kernels that pass over a chunk twice. Into L2, not L1: L1 requests a block ahead stalled the
-   loads of the current rows.
+   asked for exactly as fast as the current one is consumed, spread over the work (a burst of
+   a head's whole next rows stalls the loads; twice or half that pace is slower). Into L2, not
+   L1: L1 requests a block ahead stall the loads of the current rows.
    The rows after the current ones, already asked into L2 a block earlier (the next KV head's
    rows of the same block), are asked into L1 at the same pace, a line for each line of the L2
-   cursor: then the kernels find them in L1. Measured on the Intel AVX-512 VM, 64 x 4096, 2
-   threads, three sets of 4-5 alternating series, medians of each set: f32 75.3/76.5/74.5 ->
-   77.8/77.9/77.7% of the roofline, fp8 e4m3 33.8/34.8/33.6 -> 35.0/36.0/34.6%, e5m2 and f16
-   the same within the noise, bf16 59.6/59.4/59.5 -> 58.1/58.7/58.1% (lower in every set, by
-   less than the VM drifts); with AVX2 on the same machine (three series) f32 67-69 -> 72-74%,
-   bf16 51-53 -> 55-56%, e4m3 24 -> 23-24%.
-   On Zen 5 the prefetch costs 7-17% of decode in L2 (one thread, f32 the most), and is kept:
-   from DRAM, without the L1 asks alone decode measured 1.04-1.17x slower (64 x 4096, two
-   builds in one process, calls alternated, medians of 11, two rounds). In L2 the cost is the
-   prefetches themselves (each a miss to handle), not this count: asking each row's
-   counterparts as the kernels read its lines (a distance per chunk, no count, no branch)
-   measured 0.93-1.03x in L2, and 1.04-1.14x faster with the prefetches compiled out; with a
-   distance per row range instead, 0.84-0.92x from DRAM (the plain read of those runs drifted
-   by 0.83-0.99x). Asking two pieces ahead measured 0.94-0.98x, asking for the next piece into
-   L1 rather than L2 the same. Asking only every second or fourth line, for the hardware
-   prefetchers to fill in the rest, measured the same in L2 and 1.04-1.14x slower from DRAM
-   (f16, f32, e4m3; one process, calls alternated). */
+   cursor: then the kernels find them in L1. In cache the prefetches cost time (each is a miss
+   to handle); from DRAM they gain more than that. The measurements and the variants tried:
+   docs/PERF.md#decode-prefetch. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
     for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) {
@@ -4658,12 +4630,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
    queries read from L1 (any head size). The nk rows are read side by side, so that one query
    load can serve nk keys rather than one load per multiply-add. With AVX-512 (32 registers,
    nk = 4) the generated code keeps each query vector in a register for the four keys. With
-   AVX2 gcc folded the loads back into the multiply-adds (20 loads for 16 of them, more than
-   Zen 3's two 256-bit loads a cycle can feed), so ATTN__VKEEP holds each query vector in a
-   register for the two keys: 12 loads. Alternating builds on Zen 3 (a noisy VM), medians of
-   series of 4-10 runs, 64 x 4096 from DRAM and 2 x 256 keys in L2: f16 1.0-1.18x faster,
-   bf16 1.04-1.13x, e5m2 1.0-1.16x, f32 0.93-1.09x (no trend). Not for e4m3, whose decode
-   needs the registers (0.94x in one series). */
+   AVX2 gcc folds the loads back into the multiply-adds (20 loads for 16 of them, more than
+   two 256-bit loads a cycle can feed), so ATTN__VKEEP holds each query vector in a register
+   for the two keys: 12 loads. Not for e4m3, whose decode needs the registers
+   (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv, int hp,
                                                                  const void *k, attn_dtype dt,
                                                                  size_t stride, int Dk, int t, int nk,
@@ -4754,11 +4724,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
    decoded once for the eight: see attn__decode_wide_heads). Of four, rows of up to DACC/2 vectors
    keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the other
-   two), except for fp8, whose decode costs more than the query loads it would save: for e5m2 (one
-   shift, then the f16 conversion) measured on the Intel AVX-512 VM, five alternating series, 64 x
-   4096 from DRAM 34.9 -> 39.2% of the roofline (median), 1 x 32768 36 -> 42%, D = 64 28 -> 31%, in
-   L2 1.12x. (f16 and bf16, whose decode is as cheap, measured faster in L2 and slower from DRAM
-   that way, 0.95-0.97x: kept here.) */
+   two), except for fp8, whose decode costs more than the query loads it would save. f16 and
+   bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from L1 they are
+   faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv, int hp,
                                                              const void *k, attn_dtype dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits,
@@ -4800,9 +4768,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
 /* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hp heads, the hp * nvmax accumulators in
    registers across the chunk's n keys (hp, nvmax constants after inlining; nv <= nvmax). Keys
    two at a time, so the bookkeeping of the prefetch and the loop is paid once per pair: with
-   AVX2 it was more instructions than the multiply-adds of a key. Measured with the nv = nvmax
-   split below, AVX2 on Zen 3, 2 x 1024 keys in cache: f32, f16, bf16 1.15-1.2x faster, fp8
-   the same or 3% (its decode dominates). */
+   AVX2 it is more instructions than the multiply-adds of a key (docs/PERF.md#decode-pv). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *ATTN_RESTRICT p, int n,
                                                                    const void *v, attn_dtype dt, size_t stride,
                                                                    int d0, int nv, int hp, int nvmax, int Dv,
@@ -4831,25 +4797,22 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
                                                                 const void *v, attn_dtype dt, size_t stride,
                                                                 int d0, int nv, int hp, int nvmax, int Dv,
                                                                 float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
-    /* nv >= nvmax, not nv == nvmax: from an equality clang 14 put nv for nvmax in this call, made
-       it the same as the other and merged the two, so the accumulators' index was not a constant */
+    /* nv >= nvmax, not nv == nvmax: from an equality clang 14 puts nv for nvmax in this call, makes
+       it the same as the other and merges the two, so the accumulators' index is not a constant */
     if (nv >= nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o, ahead);
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
    DACC/8 vectors (see attn__decode_wide_heads). For four, each value row is read whole and in
-   order: reading parts of several rows in turn defeats the hardware prefetcher (measured about 1.5x
-   slower from DRAM). So the accumulators of a whole row stay in registers for as many heads as fit
-   (the chunk is re-read from L1 for the other heads), and only rows longer than DACC vectors are
+   order: reading parts of several rows in turn defeats the hardware prefetcher. So the
+   accumulators of a whole row stay in registers for as many heads as fit (the chunk is re-read
+   from L1 for the other heads), and only rows longer than DACC vectors are
    split. Converted rows are the exception where their conversion would be repeated for each head
    (fp8 always: its decode costs more than the FMAs; f16 and bf16 when a row does not fit for two
    heads, as D = 128 with AVX2): all four heads share each converted vector, in segments of DACC/4
    vectors (a cache line of fp8 per segment when L = 16, so the order of lines hardly changes).
-   Measured with AVX2 on Zen 3, f16 and bf16, 4 x 1024 keys (in cache): 1.25-1.3x faster than
-   converting each segment once per head. (f16 rows converted once for the four heads here and
-   in attn__decode_dots, as fp8's are, measured on Zen 5 1.1x faster in L2 and the same or 1-3%
-   slower from DRAM, 64 x 4096, at 47 and at 82 GB/s.) */
+   The measurements behind each choice: docs/PERF.md#decode-pv. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
                                                            attn_dtype dt, size_t stride, int Dk, int Dv, int hp,
                                                            float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
@@ -5037,19 +5000,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 
 /* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
-   P.V accumulators (two vectors a head: not AVX2, where one vector a head measured f16 0.95x,
-   e4m3 1.1x, e5m2 the same from DRAM on the same VM), outside the bf16 pair kernels, and for
-   the dtypes that are decoded at all (not f32). Measured on the Intel AVX-512 VM, 2 threads,
-   alternating builds, % of the roofline (medians of 7 runs): H64/Hk8 (G = 8), 64 x 4096, three
-   series, f16 39.6-41.8 -> 45.4-46.0, e4m3 27.2-28.7 -> 32.2-33.3, e5m2 32.6-32.9 -> 35.0-35.4,
-   bf16 44.2-45.0 -> 45.8-46.1; H128/Hk8 (G = 16), 64 x 2048, f16 33.0 -> 40.0-41.8, e4m3
-   30.0-30.3 -> 36.4-36.5, e5m2 34.8-35.3 -> 39.2-39.3 (two series), bf16 38.7-39.6 ->
-   41.1-42.2 (three); in L2 (one thread, G = 8) f16 1.38x, e4m3 1.23x, e5m2 1.14x, bf16 1.10x.
-   f32, in L2 1.07x (G = 8) and 1.14x (G = 16), measured 1.2 points slower from DRAM at G = 8
-   and 0.8 faster at G = 16 (two series): its rows stay whole, for two heads at a time. The two
-   loops share one function (which made the four-head loop up to 6% slower in L2 for bf16, the
-   same from DRAM): the wide loop in a function of its own measured 5-10% slower in L2, the
-   four-head loop in one 6-15% slower. */
+   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
+   dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time). The
+   two loops share one function: either loop in a function of its own is slower
+   (docs/PERF.md#decode-wide-heads). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn_dtype dt) {
     if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
     if (dt == ATTN_F32) return 0;
@@ -5060,13 +5014,8 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
    from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
    its own function, attn__decode_chunk_of). The prefetch cursor goes in and out by value, as it
    does for the pair kernels, so its address never leaves the function and it lives in registers:
-   vector stores may alias anything, so when it was passed by pointer each of its steps was a load
-   and a store in the inner loops, a chain through memory. Against that, AVX2 on Zen 3,
-   alternating builds: 4 x 512 keys (H4/1, in L2/L3), best of 12 runs, f16 1.58x faster, bf16
-   1.66x, f32 1.56x, fp8 e4m3 1.08x, e5m2 1.32x (the medians swung with the VM between 1.0x and
-   1.5x); 64 x 4096 from DRAM, medians of 3-5 runs, 1.0-1.3x. (A cheaper step, one test a line
-   with the end checked once a step, cut 6-14% of decode's instructions and measured no faster,
-   e4m3 0.9x.) */
+   vector stores may alias anything, so by pointer each of its steps would be a load and a store
+   in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk, const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn_dtype dt) {
@@ -5100,13 +5049,10 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     return cursor;
 }
 
-/* The chunk kernels of one dtype, a function of their own. In one function for every dtype (a
-   switch around the kernels), clang 14 merged the dtypes' loops into one that switched on the
-   dtype inside. With that, the loop bounds of ATTN__UNROLL_UPTO and the test in
-   attn__decode_pv_cols, clang's decode went from 2-2.5x slower than gcc's to as fast: one thread,
-   in L2 (H8/2, D = 128, 256 keys), ns per key and KV head, f32 / f16 / bf16 / e4m3 / e5m2:
-   clang 52 / 47 / 49 / 39 / 39 -> 19 / 17 / 17 / 15 / 15; gcc 20 / 18 / 19 / 16 / 17 -> 20 /
-   18 / 16.5 / 16 / 16. */
+/* The chunk kernels of one dtype, a function of their own: in one function for every dtype (a
+   switch around the kernels), clang 14 merges the dtypes' loops into one that switches on the
+   dtype inside. With this, ATTN__UNROLL_UPTO and the test in attn__decode_pv_cols, clang's
+   decode is as fast as gcc's (docs/PERF.md#decode-clang). */
 #define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                                         \
     ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                             \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,                     \
@@ -5149,7 +5095,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
    the first values) is prefetched meanwhile into L2, and the rows read next into L1 (see
    attn__decode_ahead_step): the next head's rows of this piece, or after the last head the
    first head's of the next piece - not with one head a span, where those are the L2 cursor's own
-   rows, and asking for them into L1 a block ahead measured slower. */
+   rows, and asking for them into L1 a block ahead is slower (docs/PERF.md#decode-prefetch). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq, int64_t lo,
                                                int64_t hi, int g0, int g1, const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
