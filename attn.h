@@ -1396,7 +1396,7 @@ ATTN__PRIVATE int attn__bf16_pairs_allowed(attn_dtype q, attn_dtype kv, const at
    and memory objects bound to that thread's scratch; all of it after validation, all of it
    destroyed before the call returns: no global state, nothing to leak. The GEMM operands are
    packed per tile: strided views of the caller's rows would skip the copy but move oneDNN 2.6
-   from brgemm to a slower gemm kernel.
+   from brgemm to a slower gemm kernel (docs/PERF.md#onednn).
    Threading: Debian's libdnnl threads with OpenMP. Every GEMM runs on the calling thread alone:
    inside our parallel region oneDNN sees omp_in_parallel() and never nests; outside it (serial
    driver, a caller's pool) the calling thread's OpenMP thread count is set to 1 around the call.
