@@ -119,6 +119,10 @@ static void *make_ws(size_t bytes) {
     return ws;
 }
 
+/* ALiBi slopes that are not powers of two: attn_alibi_slopes gives powers of two below 16
+   heads, whose products with positions are exact and would hide a change of rounding. */
+static const float g_slopes[16] = {0.37f, 0.11f, 0.053f, 0.0291f, 0.71f, 0.013f, 0.2f, 0.0077f,
+                                   0.61f, 0.093f, 0.031f, 0.0043f, 0.17f, 0.45f, 0.067f, 0.0019f};
 static const float g_sinks[16] = {0.5f, -1.0f, 0.0f, 2.0f, 1.5f, -0.25f, 3.0f, -2.0f,
                                   0.75f, 1.0f, -0.5f, 0.25f, 2.5f, -1.5f, 0.1f, 1.25f};
 
@@ -126,7 +130,7 @@ static const float g_sinks[16] = {0.5f, -1.0f, 0.0f, 2.0f, 1.5f, -0.25f, 3.0f, -
 typedef struct sd_shape {
     const char *tag;
     int H, Hk, D, n, lq[4], lk[4];
-    int causal, alibi, window;
+    int causal, alibi, window;  /* alibi: 1 attn_alibi_slopes, 2 g_slopes */
     float cap;
     int sinks, lse, strided;
 } sd_shape;
@@ -137,12 +141,12 @@ static const sd_shape sd_shapes[] = {
     {"mqa-d80-nc-lq<lk", 4, 1, 80, 1, {65}, {130}, 0, 0, 0, 0, 0, 0, 0},
     {"gqa-d32-c-lq>lk", 4, 2, 32, 1, {90}, {40}, 1, 0, 0, 0, 0, 1, 0},
     {"d1-c", 2, 1, 1, 2, {17, 3}, {17, 9}, 1, 0, 0, 0, 0, 1, 0},
-    {"d7-alibi-win", 6, 3, 7, 1, {50}, {50}, 1, 1, 13, 0, 0, 1, 0},
+    {"d7-alibi-win", 6, 3, 7, 1, {50}, {50}, 1, 2, 13, 0, 0, 1, 0},
     {"d256-cap-sinks", 4, 2, 256, 1, {40}, {72}, 1, 0, 0, 30.0f, 1, 1, 0},
-    {"d64-all-strided", 4, 4, 64, 4, {1, 0, 129, 20}, {1, 5, 129, 200}, 1, 1, 70, 20.0f, 1, 1, 1},
+    {"d64-all-strided", 4, 4, 64, 4, {1, 0, 129, 20}, {1, 5, 129, 200}, 1, 2, 70, 20.0f, 1, 1, 1},
     {"mqa-d128-nc-win", 8, 1, 128, 1, {96}, {96}, 0, 0, 64, 0, 0, 0, 0},
     {"d48-strided-c", 3, 1, 48, 1, {33}, {97}, 1, 0, 0, 0, 0, 0, 1},
-    {"d96-nc-alibi-varlen", 4, 2, 96, 3, {10, 65, 7}, {10, 65, 3}, 0, 1, 0, 0, 1, 1, 0},
+    {"h16-d96-nc-alibi-varlen", 16, 2, 96, 3, {10, 65, 7}, {10, 65, 3}, 0, 1, 0, 0, 1, 1, 0},
 };
 static const attn_dtype sd_dtypes[][3] = {  /* q, k/v, out */
     {ATTN_F32, ATTN_F32, ATTN_F32},   {ATTN_F16, ATTN_F16, ATTN_F16},
@@ -158,7 +162,7 @@ static void run_sdpa(void) {
         memset(&p, 0, sizeof p);
         p.num_heads = s->H; p.num_kv_heads = s->Hk; p.head_size = s->D;
         attn_alibi_slopes(s->H, slopes);
-        if (s->alibi) p.alibi_slopes = slopes;
+        if (s->alibi) p.alibi_slopes = s->alibi == 1 ? slopes : g_slopes;
         p.sliding_window = s->window; p.logits_soft_cap = s->cap;
         if (s->sinks) p.sinks = g_sinks;
         int32_t cuq[5] = {0}, cuk[5] = {0};
@@ -272,7 +276,6 @@ static void run_paged(void) {
     /* prefill: (cached prefix, new tokens) per sequence; decode: lengths (over 512: v2 splits) */
     static const int32_t pre_ctx[4] = {0, 90, 200, 17}, pre_new[4] = {37, 30, 1, 70};
     static const int32_t dec_lens[5] = {700, 1100, 33, 0, 1};
-    float slopes[16];
     for (int ci = 0; ci < 5; ci++)
         for (int bi = 0; bi < 3; bi++) {
             attn_dtype cdt = all_dtypes[ci];
@@ -293,14 +296,13 @@ static void run_paged(void) {
             emit(name, fnv_cache(FNV_START, &dec.cache), 0);
             int32_t qsl[5] = {0};
             for (int i = 0; i < 4; i++) qsl[i + 1] = qsl[i] + pre_new[i];
-            attn_alibi_slopes(H, slopes);
             for (int qi = 0; qi < 3; qi++)
                 for (int opt = 0; opt < 2; opt++) {
                     attn_params p;
                     memset(&p, 0, sizeof p);
                     p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
                     if (opt) {
-                        p.alibi_slopes = slopes; p.sliding_window = 100;
+                        p.alibi_slopes = g_slopes; p.sliding_window = 100; p.scale = 0.1f;
                         p.logits_soft_cap = 20.0f; p.sinks = g_sinks;
                     }
                     attn_dtype qdt = qdts[qi][0], odt = qdts[qi][1];
@@ -524,15 +526,13 @@ static void forward_encoders(attn_backend be, const attn_params *p, const char *
 static void run_forward(void) {
     static const fw_batch mixed = {3, 3, {40, 0, 130}, {25, 33, 7}, {600, 57, 1}, 0};
     static const fw_batch plain = {2, 2, {0, 0}, {19, 66}, {80, 3}, 1};
-    float slopes[16];
-    attn_alibi_slopes(4, slopes);
     for (int be = 0; be < 2; be++)
         for (int opt = 0; opt < 2; opt++) {
             attn_params p;
             memset(&p, 0, sizeof p);
             p.num_heads = 4; p.num_kv_heads = 2; p.head_size = opt ? 32 : 64;
             if (opt) {
-                p.alibi_slopes = slopes; p.sliding_window = 45; p.logits_soft_cap = 10.0f;
+                p.alibi_slopes = g_slopes; p.sliding_window = 45; p.logits_soft_cap = 10.0f;
                 p.sinks = g_sinks;
             }
             attn_layer L;
@@ -716,7 +716,7 @@ static void run_bias(void) {
         emit(name, fnv(FNV_START, slopes, sizeof slopes), 0);
     }
     static const int shapes[4][2] = {{9, 20}, {20, 9}, {1, 37}, {40, 40}};
-    attn_alibi_slopes(8, slopes);
+    memcpy(slopes, g_slopes, sizeof g_slopes);
     for (int si = 0; si < 4; si++)
         for (int c = 0; c < 2; c++) {
             int lq = shapes[si][0], lk = shapes[si][1], st;
