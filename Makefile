@@ -48,7 +48,7 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks
+.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -79,6 +79,11 @@ ifneq ($(ATTN_ONEDNN),1)
 	@echo "=== configurations onednn, onednn_sanitize: SKIPPED (no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev)"
 endif
 	@QEMU_AARCH64="$(if $(NEON_TEST),$(QEMU_AARCH64))" sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
+
+# Every kernel's output bits against those of revision BASE (tests/bitwise.sh; not part of test).
+BASE ?= 4c678e4
+bitwise:
+	@$(if $(filter default,$(origin CC)),,CC="$(CC)") sh tests/bitwise.sh $(BASE)
 
 sanitize: $(B)/test_sanitize
 	./$(B)/test_sanitize
