@@ -2281,7 +2281,9 @@ ATTNDEF attn_status attn_kv_cache_init(attn_kv_cache *cache, int num_blocks, int
     return ATTN_OK;
 }
 
-/* Is this a usable cache struct? (init's rules, with scales already resolved: > 0.) */
+/* The one check of a cache struct, made by every function that takes one: the rule of the
+   attn_kv_cache comment (init's rules, with scales already resolved: finite and > 0, exactly 1
+   unless fp8). */
 ATTN__PRIVATE int attn__kv_cache_ok(const attn_kv_cache *c) {
     return c != NULL && c->key != NULL && c->value != NULL &&
            attn__kv_array_bytes(c->num_blocks, c->block_size, c->num_kv_heads, c->head_size,
@@ -2676,14 +2678,11 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
 /* ---------------------------------------------------------------------------------------------
    Paged decode. */
 
-/* Checks a cache against the layer's params (and itself). */
+/* A cache the attention kernels can read with the layer's params: a valid struct
+   (attn__kv_cache_ok) with the layer's KV heads and head size. */
 ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c) {
-    ATTN__CHECK(c != NULL && c->key != NULL && c->value != NULL, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(c->num_blocks >= 1 && c->block_size >= 1, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(attn_dtype_size(c->dtype) != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn__kv_cache_ok(c), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(c->num_kv_heads == p->num_kv_heads && c->head_size == p->head_size, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(isfinite(c->k_scale) && c->k_scale > 0.0f && isfinite(c->v_scale) && c->v_scale > 0.0f,
-                ATTN_ERR_INVALID_ARG);
     return ATTN_OK;
 }
 
