@@ -1375,12 +1375,18 @@ ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t pa
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
 }
 
-/* bf16 queries with bf16 keys and values may take the bf16 dot-product kernels (or oneDNN's
-   bf16 GEMMs), unless the caller asked for f32 probabilities; each kernel family adds its own
-   shape rules, and runs them only on an ISA that has them. */
-ATTN__PRIVATE int attn__bf16_pairs_allowed(attn_dtype q, attn_dtype kv, const attn_exec *exec) {
-    return q == ATTN_BF16 && kv == ATTN_BF16 && !(exec && exec->f32_probs);
-}
+/* What one call runs on, resolved once from its exec by the entry point (attn__call_resolve)
+   and passed to everything below it. bf16 queries with bf16 keys and values take the bf16 pair
+   kernels where `pairs` says so (each kernel family adds its own shape rules), and oneDNN's bf16
+   GEMMs where `bf16_probs` does. */
+typedef struct attn__call {
+    const attn_exec *exec;          /* the caller's settings (NULL = defaults), for its pool */
+    const struct attn__kernels *k;  /* the kernel table of the ISA */
+    int threads;                    /* attn_exec_threads(exec) */
+    attn_gemm gemm;                 /* the prefill GEMMs' engine (an IPEX layer's: oneDNN) */
+    int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
+    int pairs;                      /* ... and the table's bf16 pair kernels run on this CPU */
+} attn__call;
 
 #ifdef ATTN_USE_ONEDNN
 /* ---------------------------------------------------------------------------------------------
@@ -1654,15 +1660,14 @@ ATTN__PRIVATE int64_t attn__prefill_max_keys(const attn__prefill_plan *P) {
 
 /* Creates one call's engine, primitives and per-thread objects, and points the plan at them. */
 ATTN__PRIVATE attn_status attn__dnnl_acquire(attn__dnnl_call *C, attn__prefill_plan *P,
-                                             const attn_exec *exec) {
-    int threads = attn_exec_threads(exec);
+                                             const attn__call *c) {
+    int threads = c->threads;
     int64_t tiles = (attn__prefill_max_keys(P) + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP;
     int ok, t, solo = attn__dnnl_solo_begin();  /* primitives planned for one thread */
     memset(C, 0, sizeof *C);
     C->rows = P->rows_cap; C->threads = threads;
     C->widths = (int)ATTN__MIN((int64_t)ATTN__DNNL_WIDTHS, ATTN__MAX(tiles, (int64_t)1));
-    C->bf16 = attn__bf16_pairs_allowed(P->q_dtype, P->kv_dtype, exec) && P->k_scale == 1.0f &&
-              P->v_scale == 1.0f;
+    C->bf16 = c->bf16_probs && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16;
     P->dnnl = C;
     for (t = 0; t < threads; t++) {
         attn__dnnl_scratch s;
@@ -1702,9 +1707,15 @@ typedef attn__dnnl_call attn__gemm_call;
 typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs need no state */
 #endif /* ATTN_USE_ONEDNN */
 
+/* Optional kernels of an ISA pass, each named by the CPU feature it needs besides the pass's
+   own (attn__kernels.caps); a call uses those its CPU has (attn__call_of). */
+#define ATTN__CAP_BF16_PAIRS ATTN__CPU_AVX512BF16  /* bf16 pair dot products (ATTN__HAS_DOT2) */
+#define ATTN__CAP_E4M3_LUT ATTN__CPU_AVX512VBMI    /* e4m3 byte tables (ATTN__HAS_E4M3_LUT) */
+
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
+    int caps;  /* ATTN__CAP_* this pass has */
     /* dst[i] = src[i] * scale as f32 (any dtype) */
     void (*to_f32)(float *dst, const void *src, attn_dtype dt, int n, float scale);
     /* dst[i] = src[i] rounded to dt (f32, f16, bf16) */
@@ -1806,29 +1817,41 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 #endif
 }
 
-/* Validates exec and resolves its ISA. */
-ATTN__PRIVATE attn_status attn__exec_resolve(const attn_exec *exec, const attn__kernels **kernels) {
+/* The call context of exec, unchecked: for the size queries, which answer for any exec, and
+   after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
+   layer). */
+ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *c) {
     attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
-    if (exec) {
-        ATTN__CHECK(exec->num_threads >= 0, ATTN_ERR_INVALID_ARG);
-        ATTN__CHECK((int)isa >= 0 && isa < ATTN_ISA_COUNT, ATTN_ERR_INVALID_ARG);
-        ATTN__CHECK(exec->gemm == ATTN_GEMM_NATIVE || exec->gemm == ATTN_GEMM_ONEDNN,
-                    ATTN_ERR_INVALID_ARG);
+    c->exec = exec;
+    c->k = attn__kernels_for(isa == ATTN_ISA_AUTO ? attn_best_isa() : isa);
+    c->threads = attn_exec_threads(exec);
+    c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
+    c->bf16_probs = !(exec && exec->f32_probs);
+    c->pairs = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
+}
+
+/* Validates exec (with the engine onednn forces) and fills the call context: what every entry
+   point that runs kernels does first, once. */
+ATTN__PRIVATE attn_status attn__call_resolve(const attn_exec *exec, int onednn, attn__call *c) {
+    attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
+    attn_gemm gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
+    ATTN__CHECK(!exec || exec->num_threads >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK((int)isa >= 0 && isa < ATTN_ISA_COUNT, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(gemm == ATTN_GEMM_NATIVE || gemm == ATTN_GEMM_ONEDNN, ATTN_ERR_INVALID_ARG);
 #ifndef ATTN_USE_ONEDNN
-        ATTN__CHECK(exec->gemm == ATTN_GEMM_NATIVE, ATTN_ERR_UNSUPPORTED);
+    ATTN__CHECK(gemm == ATTN_GEMM_NATIVE, ATTN_ERR_UNSUPPORTED);
 #endif
-    }
     ATTN__CHECK(attn_isa_supported(isa), ATTN_ERR_UNSUPPORTED);
-    *kernels = attn__kernels_for(isa == ATTN_ISA_AUTO ? attn_best_isa() : isa);
+    attn__call_of(exec, onednn, c);
     return ATTN_OK;
 }
 
-ATTN__PRIVATE void attn__run_items(const attn_exec *exec, int num_items, attn_task_fn *task,
+ATTN__PRIVATE void attn__run_items(const attn__call *c, int num_items, attn_task_fn *task,
                                    void *ctx) {
-    int threads = attn_exec_threads(exec);
+    int threads = c->threads;
     if (num_items <= 0) return;
-    if (exec && exec->parallel_for) {
-        exec->parallel_for(exec->pool, num_items, threads, task, ctx);
+    if (c->exec && c->exec->parallel_for) {
+        c->exec->parallel_for(c->exec->pool, num_items, threads, task, ctx);
         return;
     }
 #ifdef ATTN_USE_OPENMP
@@ -1847,7 +1870,9 @@ ATTNDEF attn_status attn_parallel_run(const attn_exec *exec, int num_items, attn
                                       void *ctx) {
     ATTN__CHECK(task != NULL && num_items >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(!exec || exec->num_threads >= 0, ATTN_ERR_INVALID_ARG);
-    attn__run_items(exec, num_items, task, ctx);
+    attn__call c;
+    attn__call_of(exec, 0, &c);
+    attn__run_items(&c, num_items, task, ctx);
     return ATTN_OK;
 }
 
@@ -1995,47 +2020,39 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
 
 /* How many whole key tiles of packed bf16 value pairs each thread of a prefill call keeps (see
    MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
-   ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (another ISA, a CPU without
-   AVX-512 BF16, f32_probs, oneDNN). */
-ATTN__PRIVATE int attn__value_cache_tiles(const attn_params *p, const attn_exec *exec, int64_t longest) {
-    attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
-    size_t tile_bytes = sizeof(uint32_t) * attn__value_tile_words(attn__padded_dims(p->head_size));
+   ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (the call's kernel table or CPU
+   lacks them, f32_probs, oneDNN). */
+ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
+    size_t tile_bytes = sizeof(uint32_t) * attn__value_tile_words(attn__padded_dims(head_size));
     int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / tile_bytes);
-    if (isa == ATTN_ISA_AUTO) isa = attn_best_isa();
-    if (isa != ATTN_ISA_AVX512 || !(attn__cpu_flags() & ATTN__CPU_AVX512BF16)) return 0;
-    if (exec && (exec->f32_probs || exec->gemm != ATTN_GEMM_NATIVE)) return 0;
+    if (!c->pairs || c->gemm != ATTN_GEMM_NATIVE) return 0;
     if (longest >= 0) fit = ATTN__MIN(fit, longest / ATTN__KEY_TILE);
     return (int)ATTN__MIN(fit, (int64_t)0x7fffffff);
 }
 
-/* attn_sdpa's packed value tiles, for the size query and the call alike. */
-ATTN__PRIVATE int attn__sdpa_value_tiles(const attn_params *p, const attn_exec *exec, const int32_t *cu_k,
-                                         int num_seqs) {
-    return attn__value_cache_tiles(p, exec, attn__longest(cu_k, NULL, num_seqs));
-}
-
-/* Workspace of a prefill call: [item_start: num_seqs+1 int64][scratch per thread]. */
-ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn_params *p, const attn_exec *exec, int num_seqs,
-                                             int value_tiles, char *base, int64_t **item_start,
-                                             char **scratch, size_t *scratch_bytes) {
+/* Lays out a prefill call's workspace, [item_start: num_seqs+1 int64][scratch per thread], at
+   base into P (base NULL: only measures) and returns its size. Nothing is written to base. */
+ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_params *p,
+                                             int num_seqs, int value_tiles, char *base,
+                                             attn__prefill_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
     int Dp = attn__padded_dims(D);
     size_t per_thread =
         attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, value_tiles, NULL, NULL));
-    int threads = attn_exec_threads(exec);
 #ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
-    if (exec && exec->gemm == ATTN_GEMM_ONEDNN)
+    if (c->gemm == ATTN_GEMM_ONEDNN)
         per_thread = attn__align_up(attn__dnnl_scratch_layout(rows_cap, D, Dp, NULL, NULL));
 #endif
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
         char *aligned = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
-        *item_start = (int64_t *)aligned;
-        *scratch = aligned + head;
-        *scratch_bytes = per_thread;
+        P->item_start = (int64_t *)aligned;
+        P->scratch = aligned + head;
+        P->scratch_bytes = per_thread;
+        P->value_tiles = value_tiles;
     }
-    return ATTN__ALIGN + head + per_thread * (size_t)threads;  /* + alignment slack */
+    return ATTN__ALIGN + head + per_thread * (size_t)c->threads;  /* + alignment slack */
 }
 
 /* Fills the parts of a prefill plan that come from params, and the item offsets. Returns the
@@ -2062,12 +2079,6 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     return items > 0x7fffffff ? -1 : items;
 }
 
-/* Prefill's pair kernels: unit scales and an even head size. */
-ATTN__PRIVATE void attn__prefill_plan_pairs(attn__prefill_plan *P, const attn_exec *exec) {
-    P->bf16_pairs = attn__bf16_pairs_allowed(P->q_dtype, P->kv_dtype, exec) && P->k_scale == 1.0f &&
-                    P->v_scale == 1.0f && P->D % 2 == 0;
-}
-
 typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
 /* One prefill item on the plan's GEMM engine. */
 ATTN__PRIVATE void attn__prefill_item_on(const attn__kernels *k, const attn__prefill_plan *P,
@@ -2082,15 +2093,15 @@ ATTN__PRIVATE void attn__prefill_task(void *ctx, int item, int thread) {
     attn__prefill_item_on(run->k, run->plan, item, thread);
 }
 
-/* Sets up the GEMM engine exec asks for (oneDNN: after validation, before anything is
-   written). The returned status says whether the items can run. */
-ATTN__PRIVATE attn_status attn__gemm_begin(const attn_exec *exec, attn__prefill_plan *P,
+/* Sets up the call's GEMM engine (oneDNN: after validation, before anything is written). The
+   returned status says whether the items can run. */
+ATTN__PRIVATE attn_status attn__gemm_begin(const attn__call *c, attn__prefill_plan *P,
                                            int64_t items, attn__gemm_call *call) {
 #ifdef ATTN_USE_ONEDNN
-    if (exec && exec->gemm == ATTN_GEMM_ONEDNN && items > 0)
-        return attn__dnnl_acquire(call, P, exec);
+    if (c->gemm == ATTN_GEMM_ONEDNN && items > 0)
+        return attn__dnnl_acquire(call, P, c);
 #else
-    (void)exec; (void)items; (void)call;
+    (void)c; (void)items; (void)call;
 #endif
     P->dnnl = NULL;
     return ATTN_OK;
@@ -2116,94 +2127,140 @@ ATTN__PRIVATE void attn__value_caches_reset(const attn__prefill_plan *P, int thr
     }
 }
 
-/* Runs every item of a prefill plan on the engine exec asks for. */
-ATTN__PRIVATE attn_status attn__prefill_execute(const attn_exec *exec, attn__prefill_plan *P,
-                                                const attn__kernels *k, int64_t items) {
+/* Runs every item of a prefill plan on the call's engine. */
+ATTN__PRIVATE attn_status attn__prefill_execute(const attn__call *c, attn__prefill_plan *P,
+                                                int64_t items) {
     attn__prefill_run run;
     attn__gemm_call call;
-    ATTN__TRY(attn__gemm_begin(exec, P, items, &call));
-    attn__value_caches_reset(P, attn_exec_threads(exec));
-    run.plan = P; run.k = k;
-    attn__run_items(exec, (int)items, attn__prefill_task, &run);
+    ATTN__TRY(attn__gemm_begin(c, P, items, &call));
+    attn__value_caches_reset(P, c->threads);
+    run.plan = P; run.k = c->k;
+    attn__run_items(c, (int)items, attn__prefill_task, &run);
     return attn__gemm_end(P, &call);
 }
 
 ATTNDEF size_t attn_sdpa_workspace_size(const attn_params *params, const attn_exec *exec,
                                         const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                                         int num_seqs) {
+    attn__call c;
     (void)cu_seqlens_q;
     if (attn_params_check(params) != ATTN_OK || num_seqs < 0) return 0;
     if (exec && exec->num_threads < 0) return 0;
-    int tiles = attn__sdpa_value_tiles(params, exec, cu_seqlens_k, num_seqs);
-    return attn__prefill_ws_layout(params, exec, num_seqs, tiles, NULL, NULL, NULL, NULL);
+    attn__call_of(exec, 0, &c);
+    int64_t longest = attn__longest(cu_seqlens_k, NULL, num_seqs);
+    int tiles = attn__value_cache_tiles(&c, params->head_size, longest);
+    return attn__prefill_ws_layout(&c, params, num_seqs, tiles, NULL, NULL);
 }
 
-/* The part of every prefill plan that does not depend on where keys come from: workspace,
-   work items, queries, outputs, lse. */
-ATTN__PRIVATE attn_status attn__prefill_plan_rows_out(attn__prefill_plan *P, const attn_params *params,
-                                                      const attn_exec *exec, attn_rows q, attn_rows out,
-                                                      const int32_t *q_start, int num_seqs, int causal,
-                                                      float *lse, int value_tiles, char *ws,
-                                                      size_t ws_bytes, int64_t *items) {
-    int64_t *item_start = NULL;
-    int H = params->num_heads, D = params->head_size;
-    size_t need = attn__prefill_ws_layout(params, exec, num_seqs, value_tiles, NULL, NULL, NULL, NULL);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-    memset(P, 0, sizeof *P);
-    attn__prefill_ws_layout(params, exec, num_seqs, value_tiles, ws, &item_start, &P->scratch,
-                            &P->scratch_bytes);
-    P->item_start = item_start;
-    P->value_tiles = value_tiles;
-    *items = attn__prefill_plan_init(P, params, q_start, num_seqs, causal);
+/* The arguments of one kernel call, as an entry point was given them (params already checked):
+   queries and outputs, and keys and values either as rows (cache NULL: k and v, sequence n's at
+   rows [k_start[n], k_start[n+1])) or in the paged cache (sequence n's seq_lens[n] keys through
+   row n of tables). Prefill reads q_start and causal, decode version. */
+typedef struct attn__args {
+    const attn_params *params;
+    attn_rows q, out, k, v;
+    const attn_kv_cache *cache;
+    const int32_t *tables; int max_blocks;
+    const int32_t *q_start, *k_start, *seq_lens;
+    int num_seqs, causal;
+    attn_paged_version version;   /* V1 or V2 */
+    float *lse;
+} attn__args;
+
+/* The cache checks, with the paged cache below. */
+ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c);
+ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const int32_t *tables,
+                                                   int max_blocks, const int32_t *seq_lens,
+                                                   int num_seqs);
+
+/* Checks a prefill's arguments, in the order the entry points have always checked them. */
+ATTN__PRIVATE attn_status attn__prefill_check(const attn__args *a) {
+    const attn_params *p = a->params;
+    int64_t width = (int64_t)p->num_heads * p->head_size;
+    int64_t kv_width = (int64_t)p->num_kv_heads * p->head_size;
+    if (a->cache) ATTN__TRY(attn__cache_matches(p, a->cache));
+    ATTN__CHECK(a->num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__offsets_check(a->q_start, a->num_seqs));
+    if (a->cache)
+        ATTN__TRY(attn__block_tables_check(a->cache, a->tables, a->max_blocks, a->seq_lens,
+                                           a->num_seqs));
+    else
+        ATTN__TRY(attn__offsets_check(a->k_start, a->num_seqs));
+    ATTN__TRY(attn__rows_check(a->q, width, a->q_start[a->num_seqs]));
+    ATTN__TRY(attn__rows_check(a->out, width, a->q_start[a->num_seqs]));
+    if (!a->cache) {
+        ATTN__TRY(attn__rows_check(a->k, kv_width, a->k_start[a->num_seqs]));
+        ATTN__TRY(attn__rows_check(a->v, kv_width, a->k_start[a->num_seqs]));
+        ATTN__CHECK(a->k.dtype == a->v.dtype, ATTN_ERR_INVALID_ARG);
+    }
+    return ATTN_OK;
+}
+
+/* Fills a prefill plan, its workspace already laid out (attn__prefill_ws_layout), from checked
+   arguments; *items: its work items. */
+ATTN__PRIVATE attn_status attn__prefill_plan_fill(attn__prefill_plan *P, const attn__call *c,
+                                                  const attn__args *a, int64_t *items) {
+    const attn_params *p = a->params;
+    int64_t width = (int64_t)p->num_heads * p->head_size;
+    int64_t kv_width = (int64_t)p->num_kv_heads * p->head_size;
+    *items = attn__prefill_plan_init(P, p, a->q_start, a->num_seqs, a->causal);
     ATTN__CHECK(*items >= 0, ATTN_ERR_INVALID_ARG);
-    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
-    P->out = (char *)out.data; P->out_dtype = out.dtype;
-    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
-    P->lse = lse;
+    P->q = (const char *)a->q.data; P->q_dtype = a->q.dtype;
+    P->q_stride = a->q.stride ? a->q.stride : width;
+    P->out = (char *)a->out.data; P->out_dtype = a->out.dtype;
+    P->out_stride = a->out.stride ? a->out.stride : width;
+    P->lse = a->lse;
+    if (a->cache) {
+        const attn_kv_cache *cache = a->cache;
+        P->source = ATTN__KV_PAGED;
+        P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
+        P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
+        P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
+        P->block_tables = a->tables; P->seq_lens = a->seq_lens;
+    } else {
+        P->source = ATTN__KV_ROWS;
+        P->k = (const char *)a->k.data; P->v = (const char *)a->v.data; P->kv_dtype = a->k.dtype;
+        P->k_stride = a->k.stride ? a->k.stride : kv_width;
+        P->v_stride = a->v.stride ? a->v.stride : kv_width;
+        P->k_start = a->k_start;
+        P->k_scale = P->v_scale = 1.0f;
+    }
+    /* the pair kernels: bf16 queries, keys and values (a bf16 cache has unit scales), even D */
+    P->bf16_pairs =
+        c->pairs && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 2 == 0;
     return ATTN_OK;
 }
 
-/* Validates and fills a prefill plan that reads keys from rows (attn_sdpa, attn_forward). */
-ATTN__PRIVATE attn_status attn__sdpa_plan(attn__prefill_plan *P, const attn_params *params,
-                                          const attn_exec *exec, attn_rows q, attn_rows k,
-                                          attn_rows v, attn_rows out, const int32_t *cu_q,
-                                          const int32_t *cu_k, int num_seqs, int causal, float *lse,
-                                          int value_tiles, char *ws, size_t ws_bytes, int64_t *items) {
-    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__offsets_check(cu_q, num_seqs));
-    ATTN__TRY(attn__offsets_check(cu_k, num_seqs));
-    int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
-    int64_t Tq = cu_q[num_seqs], Tk = cu_k[num_seqs];
-    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, Tq));
-    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, Tq));
-    ATTN__TRY(attn__rows_check(k, (int64_t)Hk * D, Tk));
-    ATTN__TRY(attn__rows_check(v, (int64_t)Hk * D, Tk));
-    ATTN__CHECK(k.dtype == v.dtype, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, cu_q, num_seqs, causal, lse, value_tiles,
-                                          ws, ws_bytes, items));
-    P->source = ATTN__KV_ROWS;
-    P->k = (const char *)k.data; P->v = (const char *)v.data; P->kv_dtype = k.dtype;
-    P->k_stride = k.stride ? k.stride : (int64_t)Hk * D;
-    P->v_stride = v.stride ? v.stride : (int64_t)Hk * D;
-    P->k_start = cu_k;
-    P->k_scale = P->v_scale = 1.0f;
-    attn__prefill_plan_pairs(P, exec);
-    return ATTN_OK;
+/* Lays out the workspace of a prefill with checked arguments, checks its size, and fills the
+   plan (attn_sdpa, attn_paged_prefill). */
+ATTN__PRIVATE attn_status attn__plan_prefill(attn__prefill_plan *P, const attn__call *c,
+                                             const attn__args *a, int value_tiles, char *ws,
+                                             size_t ws_bytes, int64_t *items) {
+    memset(P, 0, sizeof *P);
+    size_t need = attn__prefill_ws_layout(c, a->params, a->num_seqs, value_tiles, ws, P);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    return attn__prefill_plan_fill(P, c, a, items);
 }
 
 ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, attn_rows q,
                               attn_rows k, attn_rows v, attn_rows out,
                               const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                               int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes) {
-    const attn__kernels *kern;
+    attn__call c;
+    attn__args a;
     attn__prefill_plan P;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
-    ATTN__TRY(attn__exec_resolve(exec, &kern));
-    int tiles = attn__sdpa_value_tiles(params, exec, cu_seqlens_k, num_seqs);
-    ATTN__TRY(attn__sdpa_plan(&P, params, exec, q, k, v, out, cu_seqlens_q, cu_seqlens_k, num_seqs,
-                              causal, lse, tiles, (char *)ws, ws_bytes, &items));
-    return attn__prefill_execute(exec, &P, kern, items);
+    ATTN__TRY(attn__call_resolve(exec, 0, &c));
+    memset(&a, 0, sizeof a);
+    a.params = params; a.q = q; a.out = out; a.k = k; a.v = v;
+    a.q_start = cu_seqlens_q; a.k_start = cu_seqlens_k; a.num_seqs = num_seqs;
+    a.causal = causal; a.lse = lse;
+    ATTN__TRY(attn__prefill_check(&a));
+    int64_t longest = attn__longest(cu_seqlens_k, NULL, num_seqs);
+    int tiles = attn__value_cache_tiles(&c, params->head_size, longest);
+    ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
+    return attn__prefill_execute(&c, &P, items);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2273,7 +2330,9 @@ ATTNDEF attn_status attn_kv_cache_init(attn_kv_cache *cache, int num_blocks, int
     return ATTN_OK;
 }
 
-/* Is this a usable cache struct? (init's rules, with scales already resolved: > 0.) */
+/* The one check of a cache struct, made by every function that takes one: the rule of the
+   attn_kv_cache comment (init's rules, with scales already resolved: finite and > 0, exactly 1
+   unless fp8). */
 ATTN__PRIVATE int attn__kv_cache_ok(const attn_kv_cache *c) {
     return c != NULL && c->key != NULL && c->value != NULL &&
            attn__kv_array_bytes(c->num_blocks, c->block_size, c->num_kv_heads, c->head_size,
@@ -2394,24 +2453,31 @@ ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
     }
 }
 
-ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows value,
-                                  const int64_t *slot_mapping, int num_tokens,
-                                  const attn_exec *exec) {
-    const attn__kernels *kern;
-    attn__write_kv_ctx w;
+/* attn_write_kv's checks of everything but exec and the slots' range. */
+ATTN__PRIVATE attn_status attn__write_kv_check(const attn_kv_cache *cache, attn_rows key,
+                                               attn_rows value, const int64_t *slot_mapping,
+                                               int num_tokens) {
     ATTN__CHECK(attn__kv_cache_ok(cache), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(num_tokens >= 0 && (num_tokens == 0 || slot_mapping), ATTN_ERR_INVALID_ARG);
     int64_t width = (int64_t)cache->num_kv_heads * cache->head_size;
     ATTN__TRY(attn__rows_check(key, width, num_tokens));
     ATTN__TRY(attn__rows_check(value, width, num_tokens));
-    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    return ATTN_OK;
+}
+
+/* Checks the slots' range, then writes (checked arguments; attn_write_kv, attn_forward). */
+ATTN__PRIVATE attn_status attn__write_kv(const attn__call *c, attn_kv_cache *cache, attn_rows key,
+                                         attn_rows value, const int64_t *slot_mapping,
+                                         int num_tokens) {
+    attn__write_kv_ctx w;
+    int64_t width = (int64_t)cache->num_kv_heads * cache->head_size;
     int64_t num_slots = (int64_t)cache->num_blocks * cache->block_size;
     for (int t = 0; t < num_tokens; t++)
         ATTN__CHECK(slot_mapping[t] >= -1 && slot_mapping[t] < num_slots, ATTN_ERR_OUT_OF_RANGE);
     if (num_tokens == 0) return ATTN_OK;
 
     w.cache = cache;
-    w.kern = kern;
+    w.kern = c->k;
     w.key = key;
     w.value = value;
     if (!w.key.stride) w.key.stride = width;
@@ -2419,9 +2485,18 @@ ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows
     w.slots = slot_mapping;
     w.num_tokens = num_tokens;
     /* One item per thread (each scans the slot list once); the result does not depend on it. */
-    w.num_items = ATTN__MAX(1, ATTN__MIN(ATTN__MIN(attn_exec_threads(exec), num_tokens), 1024));
-    attn__run_items(exec, w.num_items, attn__write_kv_task, &w);
+    w.num_items = ATTN__MAX(1, ATTN__MIN(ATTN__MIN(c->threads, num_tokens), 1024));
+    attn__run_items(c, w.num_items, attn__write_kv_task, &w);
     return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows value,
+                                  const int64_t *slot_mapping, int num_tokens,
+                                  const attn_exec *exec) {
+    attn__call c;
+    ATTN__TRY(attn__write_kv_check(cache, key, value, slot_mapping, num_tokens));
+    ATTN__TRY(attn__call_resolve(exec, 0, &c));
+    return attn__write_kv(&c, cache, key, value, slot_mapping, num_tokens);
 }
 
 /* ---- swap / copy ---- */
@@ -2668,14 +2743,11 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
 /* ---------------------------------------------------------------------------------------------
    Paged decode. */
 
-/* Checks a cache against the layer's params (and itself). */
+/* A cache the attention kernels can read with the layer's params: a valid struct
+   (attn__kv_cache_ok) with the layer's KV heads and head size. */
 ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c) {
-    ATTN__CHECK(c != NULL && c->key != NULL && c->value != NULL, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(c->num_blocks >= 1 && c->block_size >= 1, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(attn_dtype_size(c->dtype) != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn__kv_cache_ok(c), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(c->num_kv_heads == p->num_kv_heads && c->head_size == p->head_size, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(isfinite(c->k_scale) && c->k_scale > 0.0f && isfinite(c->v_scale) && c->v_scale > 0.0f,
-                ATTN_ERR_INVALID_ARG);
     return ATTN_OK;
 }
 
@@ -2718,7 +2790,9 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
     return max_len <= 8192 && (parts <= 1 || heads > 512) ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
 }
 
-/* Workspace: [part_start: num_seqs+1 int64][partials][scratch per thread]; returns the size. */
+/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
+   thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
+   to base. */
 ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
@@ -2732,13 +2806,7 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, c
     size_t per_thread = attn__align_up(attn__decode_scratch_layout(span, G4, Dv, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
-        int64_t *part_start = (int64_t *)a, acc = 0;
-        for (int s = 0; s < num_seqs; s++) {
-            part_start[s] = acc;
-            acc += ((int64_t)seq_lens[s] + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
-        }
-        part_start[num_seqs] = acc;
-        P->part_start = part_start;
+        P->part_start = (int64_t *)a;
         P->partials = (float *)(a + head);
         P->scratch = a + head + partials;
         P->scratch_bytes = per_thread;
@@ -2797,41 +2865,65 @@ ATTN__PRIVATE void attn__decode_v2_merge_task(void *ctx, int item, int thread) {
     run->k->decode_merge(run->plan, item / run->plan->Hk, item % run->plan->Hk);
 }
 
-/* Validates and fills a decode plan (attn_paged_decode, attn_forward). */
-ATTN__PRIVATE attn_status attn__decode_plan_build(attn__decode_plan *P, const attn_params *params,
-                                                  const attn_exec *exec, attn_rows q, attn_rows out,
-                                                  const attn_kv_cache *cache, const int32_t *tables,
-                                                  int max_blocks, const int32_t *seq_lens,
-                                                  int num_seqs, attn_paged_version version,
-                                                  float *lse, char *ws, size_t ws_bytes) {
-    ATTN__TRY(attn__cache_matches(params, cache));
-    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
+/* Checks a decode's arguments, in the order the entry points have always checked them. */
+ATTN__PRIVATE attn_status attn__decode_check(const attn__args *a) {
+    const attn_params *p = a->params;
+    int64_t width = (int64_t)p->num_heads * p->head_size;
+    ATTN__TRY(attn__cache_matches(p, a->cache));
+    ATTN__CHECK(a->num_seqs >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__TRY(attn__block_tables_check(a->cache, a->tables, a->max_blocks, a->seq_lens,
+                                       a->num_seqs));
+    ATTN__TRY(attn__rows_check(a->q, width, a->num_seqs));
+    ATTN__TRY(attn__rows_check(a->out, width, a->num_seqs));
+    ATTN__CHECK((int64_t)a->num_seqs * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    return ATTN_OK;
+}
+
+/* Fills a decode plan, its workspace already laid out (attn__decode_ws_layout), from checked
+   arguments: the partitions' offsets, then everything the kernels read. */
+ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const attn__call *c,
+                                                 const attn__args *a) {
+    const attn_params *params = a->params;
+    const attn_kv_cache *cache = a->cache;
     int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
-    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, num_seqs));
-    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, num_seqs));
-    ATTN__CHECK((int64_t)num_seqs * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    size_t need = attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, NULL, NULL);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-    memset(P, 0, sizeof *P);
-    attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, ws, P);
-    ATTN__CHECK(P->part_start[num_seqs] * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
+    int64_t *part_start = (int64_t *)P->part_start, acc = 0;
+    for (int s = 0; s < a->num_seqs; s++) {
+        part_start[s] = acc;
+        acc += ((int64_t)a->seq_lens[s] + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+    }
+    part_start[a->num_seqs] = acc;
+    ATTN__CHECK(acc * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
     float scale = attn__scale(params);
     P->H = H; P->Hk = Hk; P->G = H / Hk; P->D = D;
     P->window = params->sliding_window; P->cap = params->logits_soft_cap;
     P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;
     P->slopes = params->alibi_slopes; P->sinks = params->sinks;
-    P->q = (const char *)q.data; P->q_dtype = q.dtype; P->q_stride = q.stride ? q.stride : (int64_t)H * D;
-    P->out = (char *)out.data; P->out_dtype = out.dtype;
-    P->out_stride = out.stride ? out.stride : (int64_t)H * D;
-    P->lse = lse;
+    P->q = (const char *)a->q.data; P->q_dtype = a->q.dtype;
+    P->q_stride = a->q.stride ? a->q.stride : (int64_t)H * D;
+    P->out = (char *)a->out.data; P->out_dtype = a->out.dtype;
+    P->out_stride = a->out.stride ? a->out.stride : (int64_t)H * D;
+    P->lse = a->lse;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
-    P->block_size = cache->block_size; P->max_blocks = max_blocks;
-    P->block_tables = tables; P->seq_lens = seq_lens; P->num_seqs = num_seqs;
-    P->bf16_pairs = attn__bf16_pairs_allowed(q.dtype, cache->dtype, exec) && D % 32 == 0;
-    attn__decode_choose_span(P, version, attn_exec_threads(exec));
+    P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
+    P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
+    P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && cache->dtype == ATTN_BF16 && D % 32 == 0;
+    attn__decode_choose_span(P, a->version, c->threads);
     return ATTN_OK;
+}
+
+/* Runs every item of a decode plan, in v1's or v2's schedule. */
+ATTN__PRIVATE void attn__decode_execute(const attn__call *c, const attn__decode_plan *P,
+                                        attn_paged_version version) {
+    attn__decode_run run;
+    run.plan = P; run.k = c->k;
+    if (version == ATTN_PAGED_V1) {
+        attn__run_items(c, P->num_seqs * P->spans, attn__decode_v1_task, &run);
+    } else {
+        int parts = (int)(P->part_start[P->num_seqs] * P->spans);
+        attn__run_items(c, parts, attn__decode_v2_part_task, &run);
+        attn__run_items(c, P->num_seqs * P->Hk, attn__decode_v2_merge_task, &run);
+    }
 }
 
 ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec *exec, attn_rows q,
@@ -2840,71 +2932,47 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
                                       const int32_t *seq_lens, int num_seqs,
                                       attn_paged_version version, float *lse, void *ws,
                                       size_t ws_bytes) {
-    const attn__kernels *kern;
+    attn__call c;
+    attn__args a;
     attn__decode_plan P;
-    attn__decode_run run;
     ATTN__TRY(attn_params_check(params));
-    ATTN__TRY(attn__exec_resolve(exec, &kern));
+    ATTN__TRY(attn__call_resolve(exec, 0, &c));
     ATTN__CHECK((int)version >= 0 && version <= ATTN_PAGED_V2, ATTN_ERR_INVALID_ARG);
-    version = attn_paged_decode_version(params, seq_lens, num_seqs, version);
-    ATTN__TRY(attn__decode_plan_build(&P, params, exec, q, out, cache, block_tables, max_blocks_per_seq,
-                                      seq_lens, num_seqs, version, lse, (char *)ws, ws_bytes));
-    run.plan = &P; run.k = kern;
-    if (version == ATTN_PAGED_V1) {
-        attn__run_items(exec, num_seqs * P.spans, attn__decode_v1_task, &run);
-    } else {
-        attn__run_items(exec, (int)(P.part_start[num_seqs] * P.spans), attn__decode_v2_part_task, &run);
-        attn__run_items(exec, num_seqs * P.Hk, attn__decode_v2_merge_task, &run);
-    }
+    memset(&a, 0, sizeof a);
+    a.params = params; a.q = q; a.out = out; a.cache = cache;
+    a.tables = block_tables; a.max_blocks = max_blocks_per_seq; a.seq_lens = seq_lens;
+    a.num_seqs = num_seqs; a.lse = lse;
+    a.version = attn_paged_decode_version(params, seq_lens, num_seqs, version);
+    ATTN__TRY(attn__decode_check(&a));
+    memset(&P, 0, sizeof P);
+    size_t need = attn__decode_ws_layout(params, c.threads, seq_lens, num_seqs, (char *)ws, &P);
+    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    ATTN__TRY(attn__decode_plan_fill(&P, &c, &a));
+    attn__decode_execute(&c, &P, a.version);
     return ATTN_OK;
 }
 
 
 /* ---------------------------------------------------------------------------------------------
    Paged prefill and merge_states. */
-/* Paged prefill's packed value tiles: only a bf16 cache with unit scales can take the pair kernels. */
-ATTN__PRIVATE int attn__paged_value_tiles(const attn_params *p, const attn_exec *exec,
-                                          const attn_kv_cache *cache, const int32_t *seq_lens, int num_seqs) {
-    if (!cache || cache->dtype != ATTN_BF16 || cache->k_scale != 1.0f || cache->v_scale != 1.0f) return 0;
-    return attn__value_cache_tiles(p, exec, attn__longest(NULL, seq_lens, num_seqs));
+/* Paged prefill's packed value tiles: only a bf16 cache can take the pair kernels. */
+ATTN__PRIVATE int attn__paged_value_tiles(const attn__call *c, const attn_kv_cache *cache,
+                                          const int32_t *seq_lens, int num_seqs) {
+    if (cache->dtype != ATTN_BF16) return 0;
+    return attn__value_cache_tiles(c, cache->head_size, attn__longest(NULL, seq_lens, num_seqs));
 }
 
 ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, const attn_exec *exec,
                                                  const attn_kv_cache *cache,
                                                  const int32_t *query_start_loc,
                                                  const int32_t *seq_lens, int num_seqs) {
+    attn__call c;
     (void)query_start_loc;
     if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
-    int tiles = attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs);
-    return attn__prefill_ws_layout(params, exec, num_seqs, tiles, NULL, NULL, NULL, NULL);
-}
-
-/* Validates and fills a prefill plan that reads keys from the paged cache. Returns the number
-   of work items through *items. Shared by attn_paged_prefill and attn_forward. */
-ATTN__PRIVATE attn_status attn__paged_prefill_plan(attn__prefill_plan *P, const attn_params *params,
-                                                   const attn_exec *exec, attn_rows q, attn_rows out,
-                                                   const attn_kv_cache *cache, const int32_t *tables,
-                                                   int max_blocks, const int32_t *q_start,
-                                                   const int32_t *seq_lens, int num_seqs, int causal,
-                                                   float *lse, int value_tiles, char *ws, size_t ws_bytes,
-                                                   int64_t *items) {
-    int H = params->num_heads, D = params->head_size;
-    ATTN__TRY(attn__cache_matches(params, cache));
-    ATTN__CHECK(num_seqs >= 0, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__offsets_check(q_start, num_seqs));
-    ATTN__TRY(attn__block_tables_check(cache, tables, max_blocks, seq_lens, num_seqs));
-    ATTN__TRY(attn__rows_check(q, (int64_t)H * D, q_start[num_seqs]));
-    ATTN__TRY(attn__rows_check(out, (int64_t)H * D, q_start[num_seqs]));
-    ATTN__TRY(attn__prefill_plan_rows_out(P, params, exec, q, out, q_start, num_seqs, causal, lse,
-                                          value_tiles, ws, ws_bytes, items));
-    P->source = ATTN__KV_PAGED;
-    P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
-    P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
-    P->block_size = cache->block_size; P->max_blocks = max_blocks;
-    P->block_tables = tables; P->seq_lens = seq_lens;
-    attn__prefill_plan_pairs(P, exec);
-    return ATTN_OK;
+    attn__call_of(exec, 0, &c);
+    int tiles = attn__paged_value_tiles(&c, cache, seq_lens, num_seqs);
+    return attn__prefill_ws_layout(&c, params, num_seqs, tiles, NULL, NULL);
 }
 
 ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exec *exec,
@@ -2913,17 +2981,22 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
                                        const int32_t *query_start_loc, const int32_t *seq_lens,
                                        int num_seqs, int causal, float *lse, void *ws,
                                        size_t ws_bytes) {
-    const attn__kernels *kern;
+    attn__call c;
+    attn__args a;
     attn__prefill_plan P;
     int64_t items;
     ATTN__TRY(attn_params_check(params));
-    ATTN__TRY(attn__exec_resolve(exec, &kern));
-    ATTN__TRY(attn__paged_prefill_plan(&P, params, exec, q, out, cache, block_tables,
-                                       max_blocks_per_seq, query_start_loc, seq_lens, num_seqs, causal, lse,
-                                       attn__paged_value_tiles(params, exec, cache, seq_lens, num_seqs),
-                                       (char *)ws, ws_bytes, &items));
+    ATTN__TRY(attn__call_resolve(exec, 0, &c));
+    memset(&a, 0, sizeof a);
+    a.params = params; a.q = q; a.out = out; a.cache = cache;
+    a.tables = block_tables; a.max_blocks = max_blocks_per_seq;
+    a.q_start = query_start_loc; a.seq_lens = seq_lens; a.num_seqs = num_seqs;
+    a.causal = causal; a.lse = lse;
+    ATTN__TRY(attn__prefill_check(&a));
+    int tiles = attn__paged_value_tiles(&c, cache, seq_lens, num_seqs);
+    ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
     ATTN__TRY(attn__queries_in_keys(query_start_loc, seq_lens, num_seqs));
-    return attn__prefill_execute(exec, &P, kern, items);
+    return attn__prefill_execute(&c, &P, items);
 }
 
 ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_size,
@@ -3080,26 +3153,25 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
     return ATTN_OK;
 }
 
-/* Workspace: [prefill plan][decode plan], each laid out by its own kernel's layout function.
-   *value_tiles: the prefills' packed bf16 value tiles a thread keeps (see MEMORY). */
-ATTN__PRIVATE size_t attn__forward_ws(const attn_layer *L, const attn_metadata *md, const attn__forward_shape *f,
-                                      const attn_exec *exec, size_t *decode_at, int *value_tiles) {
-    attn_exec ex;  /* an IPEX layer's prefills run on oneDNN */
-    int threads = attn_exec_threads(exec);
-    if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
-    if (L->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
-    *value_tiles = attn__value_cache_tiles(&L->params, &ex, attn__forward_longest_keys(L, md));
-    size_t pre = attn__prefill_ws_layout(&L->params, &ex, f->prefills, *value_tiles, NULL, NULL, NULL, NULL);
-    size_t dec = f->decodes ? attn__decode_ws_layout(&L->params, threads, f->decode_lens, f->decodes, NULL, NULL) : 0;
-    *decode_at = attn__align_up(pre);
-    return *decode_at + dec;
+/* Lays out attn_forward's workspace, [prefill plan][decode plan], each part by its own kernel's
+   layout function, at base into pre and dec (base NULL: only measures); returns its size. The
+   prefills' packed bf16 value tiles (see MEMORY) follow from the metadata's longest keys. */
+ATTN__PRIVATE size_t attn__forward_ws_layout(const attn__call *c, const attn_layer *L,
+                                             const attn_metadata *md, const attn__forward_shape *f,
+                                             char *base, attn__prefill_plan *pre,
+                                             attn__decode_plan *dec) {
+    int tiles = attn__value_cache_tiles(c, L->params.head_size, attn__forward_longest_keys(L, md));
+    size_t pre_bytes = attn__prefill_ws_layout(c, &L->params, f->prefills, tiles, base, pre);
+    size_t at = attn__align_up(pre_bytes);
+    if (!f->decodes) return at;
+    return at + attn__decode_ws_layout(&L->params, c->threads, f->decode_lens, f->decodes,
+                                       base ? base + at : NULL, dec);
 }
 
 ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_metadata *md,
                                            const attn_exec *exec) {
     attn__forward_shape f;
-    size_t at;
-    int tiles;
+    attn__call c;
     if (!layer || !md || attn_params_check(&layer->params) != ATTN_OK) return 0;
     if (md->num_prefills < 0 || md->num_decode_tokens < 0 || (exec && exec->num_threads < 0)) return 0;
     /* the prefill part depends on the sequence count and the longest keys, the decode part on
@@ -3110,7 +3182,8 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
-    return attn__forward_ws(layer, md, &f, exec, &at, &tiles);
+    attn__call_of(exec, layer->backend == ATTN_BACKEND_IPEX, &c);
+    return attn__forward_ws_layout(&c, layer, md, &f, NULL, NULL, NULL);
 }
 
 typedef struct attn__forward_run {
@@ -3130,57 +3203,61 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                                  attn_rows key, attn_rows value, attn_kv_cache *cache,
                                  const attn_metadata *md, attn_rows out, void *ws,
                                  size_t ws_bytes) {
-    const attn__kernels *kern;
+    attn__call c;
     attn__forward_shape f;
+    attn__args a;
     attn__prefill_plan pre;
     attn__decode_plan dec;
     attn__decode_run drun;
     attn__forward_run run;
     attn__gemm_call call;
-    attn_exec ex;
     int64_t pre_items = 0;
-    size_t decode_at;
-    int tiles;
     ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f));
-    if (exec) ex = *exec; else memset(&ex, 0, sizeof ex);
-    if (layer->backend == ATTN_BACKEND_IPEX) ex.gemm = ATTN_GEMM_ONEDNN;
-    ATTN__TRY(attn__exec_resolve(&ex, &kern));
+    ATTN__TRY(attn__call_resolve(exec, layer->backend == ATTN_BACKEND_IPEX, &c));
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
-    size_t need = attn__forward_ws(layer, md, &f, &ex, &decode_at, &tiles);
+    memset(&pre, 0, sizeof pre);
+    memset(&dec, 0, sizeof dec);
+    size_t need = attn__forward_ws_layout(&c, layer, md, &f, (char *)ws, &pre, &dec);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
-    if (f.paged_prefill)
-        ATTN__TRY(attn__paged_prefill_plan(&pre, p, &ex, query, out, cache, f.tables, f.max_blocks,
-                                           f.q_start, f.prefill_lens, f.prefills, f.causal, NULL, tiles,
-                                           (char *)ws, decode_at, &pre_items));
-    else
-        ATTN__TRY(attn__sdpa_plan(&pre, p, &ex, query, key, value, out, f.q_start, f.k_start,
-                                  f.prefills, f.causal, NULL, tiles, (char *)ws, decode_at, &pre_items));
-    if (f.decodes) {
+    /* the prefills: over the new rows, or (paged) over the cache */
+    memset(&a, 0, sizeof a);
+    a.params = p; a.q = query; a.out = out; a.k = key; a.v = value;
+    a.cache = f.paged_prefill ? cache : NULL;
+    a.tables = f.tables; a.max_blocks = f.max_blocks;
+    a.q_start = f.q_start; a.k_start = f.k_start; a.seq_lens = f.prefill_lens;
+    a.num_seqs = f.prefills; a.causal = f.causal;
+    ATTN__TRY(attn__prefill_check(&a));
+    ATTN__TRY(attn__prefill_plan_fill(&pre, &c, &a, &pre_items));
+    if (f.decodes) {  /* one query row each, after the prefill tokens */
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
-        attn_rows dq = query, dout = out;
-        dq.data = (char *)query.data + (size_t)(f.prefill_tokens * (query.stride ? query.stride : width)) * qsz;
-        dout.data = (char *)out.data + (size_t)(f.prefill_tokens * (out.stride ? out.stride : width)) * osz;
+        int64_t q_row = query.stride ? query.stride : width;
+        int64_t o_row = out.stride ? out.stride : width;
+        memset(&a, 0, sizeof a);
+        a.params = p; a.q = query; a.out = out; a.cache = cache;
+        a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
+        a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
         ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
-        ATTN__TRY(attn__decode_plan_build(&dec, p, &ex, dq, dout, cache,
-                                          f.tables + (size_t)f.prefills * f.max_blocks, f.max_blocks,
-                                          f.decode_lens, f.decodes, ATTN_PAGED_V1, NULL,
-                                          (char *)ws + decode_at, ws_bytes - decode_at));
+        a.tables = f.tables + (size_t)f.prefills * f.max_blocks; a.max_blocks = f.max_blocks;
+        a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
+        ATTN__TRY(attn__decode_check(&a));
+        ATTN__TRY(attn__decode_plan_fill(&dec, &c, &a));
     }
     /* decode items are decodes x spans, and spans <= Hk */
     ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__gemm_begin(&ex, &pre, pre_items, &call));  /* before any write */
-    if (f.slots) {  /* validates every slot before writing any */
-        attn_status st = attn_write_kv(cache, key, value, f.slots, f.write_tokens, &ex);
+    ATTN__TRY(attn__gemm_begin(&c, &pre, pre_items, &call));  /* before any write */
+    if (f.slots) {  /* checks every slot before writing any */
+        attn_status st = attn__write_kv_check(cache, key, value, f.slots, f.write_tokens);
+        if (st == ATTN_OK) st = attn__write_kv(&c, cache, key, value, f.slots, f.write_tokens);
         if (st != ATTN_OK) { attn__gemm_end(&pre, &call); return st; }
     }
-    attn__value_caches_reset(&pre, attn_exec_threads(&ex));
-    drun.plan = &dec; drun.k = kern;
-    run.k = kern; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
-    attn__run_items(&ex, (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0), attn__forward_task, &run);
+    attn__value_caches_reset(&pre, c.threads);
+    drun.plan = &dec; drun.k = c.k;
+    run.k = c.k; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
+    int items = (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0);
+    attn__run_items(&c, items, attn__forward_task, &run);
     return attn__gemm_end(&pre, &call);
 }
-
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */
 #endif /* ATTN_IMPLEMENTATION */
 #else /* ATTN__KERNEL_PASS ===================================================================
@@ -5283,7 +5360,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
 
 /* ---- the table ------------------------------------------------------------------------------ */
 static const attn__kernels ATTN__FN(attn__table) = {
-    ATTN__PASS_ISA, ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
+    ATTN__PASS_ISA,
+    (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0),
+    ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
     ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
 #ifdef ATTN_USE_ONEDNN
     , ATTN__FN(attn__prefill_item_dnnl)

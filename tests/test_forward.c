@@ -409,7 +409,9 @@ TEST(forward_bf16_value_cache) {
     md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens; md.query_start_loc = qsl;
     attn_exec e32 = e;
     e32.f32_probs = 1;
-    if (attn__value_cache_tiles(&p, &e, TV_NEW) > 0)
+    attn__call call;
+    attn__call_of(&e, 0, &call);
+    if (attn__value_cache_tiles(&call, p.head_size, TV_NEW) > 0)
         CHECK(attn_forward_workspace_size(&L, &md, &e) > attn_forward_workspace_size(&L, &md, &e32));
     else
         CHECK(attn_forward_workspace_size(&L, &md, &e) == attn_forward_workspace_size(&L, &md, &e32));

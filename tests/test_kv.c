@@ -507,6 +507,113 @@ TEST(write_kv_rejects_bad_input) {
     free(smem);
 }
 
+/* ---- one rule for a cache struct ---- */
+
+/* Every function that takes a cache: its status on `c` (the size queries answer 0 for a struct
+   they refuse, reported here as ATTN_ERR_INVALID_ARG). `good` is a valid cache of the same
+   geometry over other memory, the partner of the block copies. */
+#define TKR_HK 2
+#define TKR_D 8
+#define TKR_BS 4
+#define TKR_NB 3
+static void tk_every_cache_call(attn_kv_cache *c, attn_kv_cache *good, attn_status want) {
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = 2 * TKR_HK; p.num_kv_heads = TKR_HK; p.head_size = TKR_D;
+    float q[2][2 * TKR_HK * TKR_D], out[2][2 * TKR_HK * TKR_D], kv[2][TKR_HK * TKR_D];
+    for (int i = 0; i < 2 * TKR_HK * TKR_D; i++) q[0][i] = q[1][i] = 0.01f * (float)(i % 13);
+    for (int i = 0; i < TKR_HK * TKR_D; i++) kv[0][i] = kv[1][i] = 0.02f * (float)(i % 7);
+    memset(out, 0, sizeof out);
+    attn_rows rq = {q, ATTN_F32, 0}, ro = {out, ATTN_F32, 0}, rkv = {kv, ATTN_F32, 0};
+    int64_t slots[2] = {5, 6}, pairs[1][2] = {{0, 2}};
+    int32_t tables[2] = {1, 0}, lens[1] = {6}, qs[2] = {0, 2};
+    attn_kv_cache *layers[2] = {good, c};
+    attn_layer L;
+    attn_metadata md;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    memset(&md, 0, sizeof md);
+    md.num_decode_tokens = 1;
+    md.slot_mapping = slots;
+    md.seq_lens = lens;
+    md.block_tables = tables;
+    md.max_blocks_per_seq = 2;
+    /* sizes: as the good cache's, or 0 for a struct they refuse */
+    size_t dsz = attn_paged_decode_workspace_size(&p, NULL, c, lens, 1, ATTN_PAGED_AUTO);
+    size_t psz = attn_paged_prefill_workspace_size(&p, NULL, c, qs, lens, 1);
+    size_t gd = attn_paged_decode_workspace_size(&p, NULL, good, lens, 1, ATTN_PAGED_AUTO);
+    size_t gp = attn_paged_prefill_workspace_size(&p, NULL, good, qs, lens, 1);
+    size_t bytes = ATTN__MAX(ATTN__MAX(gd, gp), attn_forward_workspace_size(&L, &md, NULL));
+    CHECK(dsz == (want == ATTN_OK ? gd : 0));
+    CHECK(psz == (want == ATTN_OK ? gp : 0));
+    REQUIRE(gd > 0 && gp > 0);
+    void *ws = tu_alloc(bytes);
+    /* the calls (workspace large enough, so only the cache can be refused) */
+    CHECK_STATUS(attn_write_kv(c, rkv, rkv, slots, 2, NULL), want);
+    CHECK_STATUS(attn_swap_blocks(c, good, &pairs[0][0], 1), want);
+    CHECK_STATUS(attn_swap_blocks(good, c, &pairs[0][0], 1), want);
+    CHECK_STATUS(attn_copy_blocks(&layers[1], 1, &pairs[0][0], 1), want);
+    CHECK_STATUS(attn_copy_blocks(layers, 2, &pairs[0][0], 1), want);
+    CHECK_STATUS(attn_paged_decode(&p, NULL, rq, ro, c, tables, 2, lens, 1, ATTN_PAGED_AUTO, NULL,
+                                   ws, bytes), want);
+    CHECK_STATUS(attn_paged_prefill(&p, NULL, rq, ro, c, tables, 2, qs, lens, 1, 1, NULL, ws,
+                                    bytes), want);
+    CHECK_STATUS(attn_forward(&L, NULL, rq, rkv, rkv, c, &md, ro, ws, bytes), want);
+    if (want != ATTN_OK) {  /* nothing written */
+        int untouched = 1;
+        for (int i = 0; i < 2 * TKR_HK * TKR_D; i++) untouched &= out[0][i] == 0.0f && out[1][i] == 0.0f;
+        CHECK(untouched);
+    }
+    free(ws);
+}
+
+/* The attn_kv_cache comment's rule (non-NULL arrays, sizes attn_kv_cache_bytes accepts, scales
+   finite and > 0, exactly 1 unless fp8) is checked alike by every function that takes a cache:
+   a struct that breaks it is refused by all of them with ATTN_ERR_INVALID_ARG and changes
+   nothing, and a struct filled by hand that keeps it is accepted by all of them. */
+TEST(kv_cache_struct_checked_alike_everywhere) {
+    size_t n = (size_t)TKR_NB * TKR_BS * TKR_HK * TKR_D * 4;
+    for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++) {
+        int fp8 = attn__is_fp8((attn_dtype)dt);
+        attn_kv_cache c, good, snap;
+        void *gmem, *smem;
+        uint64_t rng = attn_test_seed() ^ (0xca5e + (uint64_t)dt);
+        REQUIRE(tk_cache_new(&good, &gmem, TKR_NB, TKR_BS, TKR_HK, TKR_D, (attn_dtype)dt,
+                             fp8 ? 0.5f : 1.0f, fp8 ? 0.25f : 1.0f) == ATTN_OK);
+        /* filled by hand over memory that attn_kv_cache_init never saw */
+        memset(&c, 0, sizeof c);
+        c.key = tu_alloc(n);
+        c.value = tu_alloc(n);
+        c.num_blocks = TKR_NB; c.block_size = TKR_BS; c.num_kv_heads = TKR_HK; c.head_size = TKR_D;
+        c.dtype = (attn_dtype)dt;
+        c.k_scale = fp8 ? 2.0f : 1.0f;
+        c.v_scale = fp8 ? 0.125f : 1.0f;
+        good.k_scale = c.k_scale; good.v_scale = c.v_scale;  /* block copies need equal scales */
+        tk_fill_random_bytes(&c, &rng);
+        tk_fill_random_bytes(&good, &rng);
+        tk_every_cache_call(&c, &good, ATTN_OK);
+        tk_clone(&c, &snap, &smem);
+        attn_kv_cache bad[12];
+        int nbad = 0;
+        bad[nbad] = c; bad[nbad++].k_scale = fp8 ? -1.0f : 2.0f;  /* non-fp8 caches are unscaled */
+        bad[nbad] = c; bad[nbad++].v_scale = fp8 ? 0.0f : 0.5f;
+        bad[nbad] = c; bad[nbad++].k_scale = NAN;
+        bad[nbad] = c; bad[nbad++].v_scale = INFINITY;
+        bad[nbad] = c; bad[nbad++].key = NULL;
+        bad[nbad] = c; bad[nbad++].value = NULL;
+        bad[nbad] = c; bad[nbad++].num_blocks = 0;
+        bad[nbad] = c; bad[nbad++].block_size = 0;
+        bad[nbad] = c; bad[nbad++].dtype = (attn_dtype)7;
+        for (int i = 0; i < nbad; i++) {
+            tk_every_cache_call(&bad[i], &good, ATTN_ERR_INVALID_ARG);
+            CHECK(tk_same_contents(&c, &snap));
+        }
+        free(c.key);
+        free(c.value);
+        free(gmem);
+        free(smem);
+    }
+}
+
 /* ---- swap / copy ---- */
 
 TEST(swap_blocks_copies_exactly_and_validates) {
@@ -1190,6 +1297,7 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
     ATTN_TEST_ENTRY(write_kv_skips_padding_and_rejects_out_of_range),                             \
     ATTN_TEST_ENTRY(write_kv_duplicate_slots_last_wins),                                          \
     ATTN_TEST_ENTRY(write_kv_rejects_bad_input),                                                  \
+    ATTN_TEST_ENTRY(kv_cache_struct_checked_alike_everywhere),                                    \
     ATTN_TEST_ENTRY(swap_blocks_copies_exactly_and_validates),                                    \
     ATTN_TEST_ENTRY(copy_blocks_all_layers_and_validates),                                        \
     ATTN_TEST_ENTRY(pair_conflicts_found_across_bitmap_windows),                                  \
