@@ -207,7 +207,8 @@ ATTNDEF const char *attn_build_info(void);
    and dispatch. A row is X(enum name, value, token of its kernels' names, token of its vector
    loads and stores, element type, name, decode to f32, encode from f32, class, fold): the class
    says how the library treats it (see ATTN__DTC_PLAIN); the kernels' vector loads
-   (ATTN__VLOAD_<token>) give value / fold, a power of two that the scales take back. */
+   (ATTN__VLOAD_<token>) give value / fold, a power of two that the scales take back. A new
+   dtype is a row here and its vector loads in each ISA's vector layer (see "vector layer"). */
 #define ATTN__DTYPE_LIST(X)                                                                       \
     X(ATTN_F32,      0, f32,  F32,  float,    "f32",                                              \
       attn__f32_to_f32,     attn__f32_to_f32,     PLAIN,    1)                                    \
