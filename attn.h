@@ -200,15 +200,34 @@ ATTNDEF int attn_version(void);
 ATTNDEF const char *attn_build_info(void);
 
 /* ---------------------------------------------------------------------------------------------
-   [2] Enums: dtypes, ISAs, engines. */
-typedef enum attn_dtype {
-    ATTN_F32 = 0,
-    ATTN_F16,       /* IEEE binary16 */
-    ATTN_BF16,      /* bfloat16 */
-    ATTN_FP8_E4M3,  /* OCP e4m3fn: max 448, no inf, NaN = S.1111.111 */
-    ATTN_FP8_E5M2,  /* OCP e5m2: max 57344, inf and NaN as IEEE */
-    ATTN_DTYPE_COUNT
-} attn_dtype;
+   [2] Enums: dtypes, ISAs, engines.
+
+   The dtypes: one list makes the enum, attn_dtype_size and attn_dtype_name, and in the
+   implementation each dtype's scalar load and store, its predicates, and its kernels' instances
+   and dispatch. A row is X(enum name, value, token of its kernels' names, token of its vector
+   loads and stores, element type, name, decode to f32, encode from f32, class, fold): the class
+   says how the library treats it (see ATTN__DTC_PLAIN); the kernels' vector loads
+   (ATTN__VLOAD_<token>) give value / fold, a power of two that the scales take back. A new
+   dtype is a row here and its vector loads in each ISA's vector layer (see "vector layer"). */
+#define ATTN__DTYPE_LIST(X)                                                                       \
+    X(ATTN_F32,      0, f32,  F32,  float,    "f32",                                              \
+      attn__f32_to_f32,     attn__f32_to_f32,     PLAIN,    1)                                    \
+    /* IEEE binary16 */                                                                           \
+    X(ATTN_F16,      1, f16,  F16,  uint16_t, "f16",                                              \
+      attn_f16_to_f32,      attn_f32_to_f16,      PLAIN,    1)                                    \
+    /* bfloat16 */                                                                                \
+    X(ATTN_BF16,     2, bf16, BF16, uint16_t, "bf16",                                             \
+      attn_bf16_to_f32,     attn_f32_to_bf16,     EVEN_ODD, 1)                                    \
+    /* OCP e4m3fn: max 448, no inf, NaN = S.1111.111 */                                           \
+    X(ATTN_FP8_E4M3, 3, e4m3, E4M3, uint8_t,  "fp8_e4m3",                                         \
+      attn_fp8_e4m3_to_f32, attn_f32_to_fp8_e4m3, FP8,      256)                                  \
+    /* OCP e5m2: max 57344, inf and NaN as IEEE */                                                \
+    X(ATTN_FP8_E5M2, 4, e5m2, E5M2, uint8_t,  "fp8_e5m2",                                         \
+      attn_fp8_e5m2_to_f32, attn_f32_to_fp8_e5m2, FP8,      1)
+
+#define ATTN__DTYPE_ENUM(name, value, t, U, type, str, dec, enc, cls, fold) name = value,
+typedef enum attn_dtype { ATTN__DTYPE_LIST(ATTN__DTYPE_ENUM) ATTN_DTYPE_COUNT } attn_dtype;
+#undef ATTN__DTYPE_ENUM
 
 /* Bytes per element; 0 for a value that is not an attn_dtype. */
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype);
@@ -972,27 +991,63 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
 
 /* ---------------------------------------------------------------------------------------------
    [F] Scalar conversions: the specification every SIMD conversion is tested against. */
+
+/* The classes of ATTN__DTYPE_LIST, as the library treats a dtype (flags; the kernel pass reads
+   the class name, see attn__to_f32, attn__from_f32 and attn__decode_load2):
+   PLAIN     rows of activations (queries, keys, values, outputs) or of a cache, unscaled; the
+             kernels convert them a vector at a time both ways (ATTN__VLOAD_<U>, ATTN__VSTORE_<U>).
+   EVEN_ODD  as PLAIN, but decode reads two vectors at once, the even elements then the odd ones
+             (ATTN__VLOAD2_<U>: one shift or mask each; see attn__decode_pair_order).
+   FP8       caches only, stored as RNE-saturate(x / scale) and read as stored * scale: encoded
+             element by element, decoded two vectors at once in order (ATTN__VLOAD2_<U>), and by
+             decode once for all the heads of a group, as its decode costs more than the loads
+             of queries or accumulators that it would save. */
+#define ATTN__DT_ACTIVATION 1
+#define ATTN__DT_EVEN_ODD 2
+#define ATTN__DT_FP8 4
+#define ATTN__DTC_PLAIN ATTN__DT_ACTIVATION
+#define ATTN__DTC_EVEN_ODD (ATTN__DT_ACTIVATION | ATTN__DT_EVEN_ODD)
+#define ATTN__DTC_FP8 ATTN__DT_FP8
+
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype) {
+#define ATTN__DTYPE_SIZE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
+    case name: return sizeof(type);
     switch (dtype) {
-        case ATTN_F32: return 4;
-        case ATTN_F16:
-        case ATTN_BF16: return 2;
-        case ATTN_FP8_E4M3:
-        case ATTN_FP8_E5M2: return 1;
-        default: return 0;
+        ATTN__DTYPE_LIST(ATTN__DTYPE_SIZE)
+        case ATTN_DTYPE_COUNT: break;
     }
+#undef ATTN__DTYPE_SIZE
+    return 0;  /* not an attn_dtype */
 }
 
 ATTNDEF const char *attn_dtype_name(attn_dtype dtype) {
+#define ATTN__DTYPE_NAME(name, value, t, U, type, str, dec, enc, cls, fold)                       \
+    case name: return str;
     switch (dtype) {
-        case ATTN_F32: return "f32";
-        case ATTN_F16: return "f16";
-        case ATTN_BF16: return "bf16";
-        case ATTN_FP8_E4M3: return "fp8_e4m3";
-        case ATTN_FP8_E5M2: return "fp8_e5m2";
-        default: return "unknown";
+        ATTN__DTYPE_LIST(ATTN__DTYPE_NAME)
+        case ATTN_DTYPE_COUNT: break;
     }
+#undef ATTN__DTYPE_NAME
+    return "unknown";
 }
+
+/* Whether dt's class has the flag ATTN__DTYPE_FLAG (0 for a value that is not an attn_dtype), as
+   comparisons that fold while the compiler reads them (fp8: dt == ATTN_FP8_E4M3 || dt ==
+   ATTN_FP8_E5M2), so that the kernels' tests of a constant dt fold as early as any. */
+#define ATTN__DTYPE_HAS(name, value, t, U, type, str, dec, enc, cls, fold)                        \
+    || (dt == name && (ATTN__DTC_##cls & ATTN__DTYPE_FLAG))
+#define ATTN__DTYPE_FLAG ATTN__DT_FP8
+ATTN__PRIVATE int attn__is_fp8(attn_dtype dt) { return 0 ATTN__DTYPE_LIST(ATTN__DTYPE_HAS); }
+#undef ATTN__DTYPE_FLAG
+#define ATTN__DTYPE_FLAG ATTN__DT_ACTIVATION
+ATTN__PRIVATE int attn__is_activation_dtype(attn_dtype dt) {
+    return 0 ATTN__DTYPE_LIST(ATTN__DTYPE_HAS);
+}
+#undef ATTN__DTYPE_FLAG
+#define ATTN__DTYPE_FLAG ATTN__DT_EVEN_ODD
+ATTN__PRIVATE int attn__is_even_odd(attn_dtype dt) { return 0 ATTN__DTYPE_LIST(ATTN__DTYPE_HAS); }
+#undef ATTN__DTYPE_FLAG
+#undef ATTN__DTYPE_HAS
 
 /* v >> shift, rounded to nearest even. */
 ATTN__PRIVATE uint32_t attn__shift_rne(uint32_t v, int shift) {
@@ -1099,31 +1154,30 @@ static const uint8_t attn__e4m3_bf16_bytes[2][128] = {
 };
 #endif
 
+/* The f32 row of ATTN__DTYPE_LIST: its decode and encode. */
+ATTN__PRIVATE float attn__f32_to_f32(float x) { return x; }
+
 /* One element of any dtype to f32 (no scale). */
 ATTN__PRIVATE float attn__load_f32(const void *p, attn_dtype dt, size_t i) {
+#define ATTN__LOAD_F32(name, value, t, U, type, str, dec, enc, cls, fold)                         \
+    case name: return dec(((const type *)p)[i]);
     switch (dt) {
-        case ATTN_F32: return ((const float *)p)[i];
-        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)p)[i]);
-        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)p)[i]);
-        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)p)[i]);
-        default: return attn_fp8_e5m2_to_f32(((const uint8_t *)p)[i]);
+        ATTN__DTYPE_LIST(ATTN__LOAD_F32)
+        case ATTN_DTYPE_COUNT: break;
     }
+#undef ATTN__LOAD_F32
+    return 0.0f;  /* not an attn_dtype: the entry points let none through */
 }
 
 /* One f32 to any dtype (no scale). */
 ATTN__PRIVATE void attn__store_f32(void *p, attn_dtype dt, size_t i, float x) {
+#define ATTN__STORE_F32(name, value, t, U, type, str, dec, enc, cls, fold)                        \
+    case name: ((type *)p)[i] = enc(x); break;
     switch (dt) {
-        case ATTN_F32: ((float *)p)[i] = x; break;
-        case ATTN_F16: ((uint16_t *)p)[i] = attn_f32_to_f16(x); break;
-        case ATTN_BF16: ((uint16_t *)p)[i] = attn_f32_to_bf16(x); break;
-        case ATTN_FP8_E4M3: ((uint8_t *)p)[i] = attn_f32_to_fp8_e4m3(x); break;
-        default: ((uint8_t *)p)[i] = attn_f32_to_fp8_e5m2(x); break;
+        ATTN__DTYPE_LIST(ATTN__STORE_F32)
+        case ATTN_DTYPE_COUNT: break;  /* not an attn_dtype: the entry points let none through */
     }
-}
-
-ATTN__PRIVATE int attn__is_fp8(attn_dtype dt) { return dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2; }
-ATTN__PRIVATE int attn__is_activation_dtype(attn_dtype dt) {
-    return dt == ATTN_F32 || dt == ATTN_F16 || dt == ATTN_BF16;
+#undef ATTN__STORE_F32
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1295,11 +1349,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
 
-/* The decode kernels' own dtype, past attn_dtype's: e4m3 rows decoded through byte tables to
-   exact values (where the pass and CPU have them: attn__decode_kernel_dtype), not through
-   f16. The same products to the bit: the f16 way gives e4m3 / 256 and folds 256 into the
-   scale (attn__decode_fold), a power of two. */
-#define ATTN__E4M3_LUT ((attn_dtype)64)
+/* The element formats the decode kernels read K/V rows in: each dtype's own, with the dtype's
+   value, and e4m3 decoded through byte tables to exact values (where the pass and the CPU have
+   them: attn__decode_format), not through f16. The same products to the bit: the f16 way gives
+   e4m3 / 256 and folds 256 into the scale (the fold of ATTN__DTYPE_LIST), a power of two. */
+#define ATTN__FORMAT_ENUM(name, value, t, U, type, str, dec, enc, cls, fold) ATTN__FMT_##U = name,
+typedef enum attn__format { ATTN__DTYPE_LIST(ATTN__FORMAT_ENUM) ATTN__FMT_E4M3_LUT } attn__format;
+#undef ATTN__FORMAT_ENUM
 
 typedef struct attn__decode_plan {
     int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
@@ -3266,7 +3322,10 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
    one ISA, and every kernel is written once over it. Names get the ISA suffix through
    ATTN__FN (attn__prefill_item__avx2, ...); everything is #undef'd at the end of the pass. */
 
-/* ---- vector layer ------------------------------------------------------------------------- */
+/* ---- vector layer -------------------------------------------------------------------------
+   Each dtype of ATTN__DTYPE_LIST has, per ISA, ATTN__VLOAD_<U>(p): L elements as f32 (value /
+   fold); PLAIN and EVEN_ODD dtypes ATTN__VSTORE_<U>(p, v) (rounded to nearest even); EVEN_ODD
+   and FP8 dtypes ATTN__VLOAD2_<U>(p, a, b), two vectors at once (see ATTN__DTC_PLAIN). */
 #if ATTN__KERNEL_PASS == ATTN__ISA_SCALAR_PASS
 #define ATTN__FN(name) name##__scalar
 #define ATTN__PASS_ISA ATTN_ISA_SCALAR
@@ -3293,12 +3352,12 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VEXP2I(n) attn__bits_f32((uint32_t)((int32_t)(n) + 127) << 23)
 #define ATTN__VLOAD_F16(p) attn_f16_to_f32(*(p))
 #define ATTN__VLOAD_BF16(p) attn_bf16_to_f32(*(p))
-#define ATTN__VLOAD_BF16_EO(p, ev, od) ((ev) = attn_bf16_to_f32((p)[0]), (od) = attn_bf16_to_f32((p)[1]))
+#define ATTN__VLOAD2_BF16(p, ev, od)                                                              \
+    ((ev) = attn_bf16_to_f32((p)[0]), (od) = attn_bf16_to_f32((p)[1]))
 #define ATTN__VSTORE_F16(p, v) (*(p) = attn_f32_to_f16(v))
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
 #define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
-#define ATTN__VLOAD_E4M3(p) attn_fp8_e4m3_to_f32(*(p))
-#define ATTN__VLOAD_E4M3_DIV256(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* exact */
+#define ATTN__VLOAD_E4M3(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* value / 256, exact */
 #define ATTN__VTRANSUM(v) ((v)[0])
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
@@ -3338,17 +3397,16 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #define ATTN__VLOAD_BF16(p)                                                                       \
     _mm256_castsi256_ps(_mm256_slli_epi32(                                                        \
         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
-#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__avx2((const void *)(p), &(ev), &(od))
+#define ATTN__VLOAD2_BF16(p, ev, od) attn__bf16_eo__avx2((const void *)(p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
 #define ATTN__VLOAD_E5M2(p)                                                                       \
     _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))), 8))
-#define ATTN__VLOAD_E4M3(p) _mm256_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm256_set1_ps(256.0f))
-#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+#define ATTN__VLOAD_E4M3(p)                                                                       \
     _mm256_cvtph_ps(_mm256_castsi256_si128(attn__e4m3_f16__avx2(                                  \
         _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))))))
-#define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
+#define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
     attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
@@ -3485,17 +3543,16 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VLOAD_BF16(p)                                                                       \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                        \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
-#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__avx512((const void *)(p), &(ev), &(od))
+#define ATTN__VLOAD2_BF16(p, ev, od) attn__bf16_eo__avx512((const void *)(p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v)                                                                    \
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
 #define ATTN__VLOAD_E5M2(p)                                                                       \
     _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p))), 8))
-#define ATTN__VLOAD_E4M3(p) _mm512_mul_ps(ATTN__VLOAD_E4M3_DIV256(p), _mm512_set1_ps(256.0f))
-#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+#define ATTN__VLOAD_E4M3(p)                                                                       \
     _mm512_cvtph_ps(_mm512_castsi512_si256(attn__e4m3_f16__avx512(                                \
         _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))))))
-#define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
+#define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
     attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__load32_u8__avx512(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
 #ifdef ATTN__HAVE_E4M3_LUT
@@ -3702,12 +3759,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
     vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23))
 #define ATTN__VLOAD_F16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)))
 #define ATTN__VLOAD_BF16(p) vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16))
-#define ATTN__VLOAD_BF16_EO(p, ev, od) attn__bf16_eo__neon((p), &(ev), &(od))
+#define ATTN__VLOAD2_BF16(p, ev, od) attn__bf16_eo__neon((p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
 #define ATTN__VLOAD_E5M2(p) vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
-#define ATTN__VLOAD_E4M3(p) vmulq_f32(ATTN__VLOAD_E4M3_DIV256(p), vdupq_n_f32(256.0f))
-#define ATTN__VLOAD_E4M3_DIV256(p)                                                                \
+#define ATTN__VLOAD_E4M3(p)                                                                       \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
 #define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
 #define ATTN__VTRANSPOSE(v) attn__transpose__neon(v)
@@ -3799,11 +3855,14 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 
 /* Two vectors of fp8 codes at once, where the ISA converts them together (see
    attn__e4m3_f16__avx2); otherwise one at a time. */
-#ifndef ATTN__VLOAD2_E4M3_DIV256
-#define ATTN__VLOAD2_E4M3_DIV256(p, a, b)                                                         \
-    ((a) = ATTN__VLOAD_E4M3_DIV256(p), (b) = ATTN__VLOAD_E4M3_DIV256((p) + ATTN__L))
+#ifndef ATTN__VLOAD2_E4M3
+#define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
+    ((a) = ATTN__VLOAD_E4M3(p), (b) = ATTN__VLOAD_E4M3((p) + ATTN__L))
 #define ATTN__VLOAD2_E5M2(p, a, b) ((a) = ATTN__VLOAD_E5M2(p), (b) = ATTN__VLOAD_E5M2((p) + ATTN__L))
 #endif
+/* The f32 row of ATTN__DTYPE_LIST. */
+#define ATTN__VLOAD_F32(p) ATTN__VLOAD(p)
+#define ATTN__VSTORE_F32(p, v) ATTN__VSTORE((p), (v))
 
 #ifndef ATTN__VEXP_SCALE
 /* p * 2^n, or 0 where x < -87 (a NaN x is not below: it gives e^-87, as the clamp makes it).
@@ -3846,33 +3905,34 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
 
 /* ---- row conversions ----------------------------------------------------------------------- */
 
-/* The whole vectors of an fp8 row, decoded in registers (bit-exact to the scalar decoders) and
-   times vs; advances *i past them. Pairs of vectors first, as the decode kernel reads them, so
-   the tests of this function cover both of its fp8 loads. Other dtypes: nothing. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__fp8_to_f32)(float *ATTN_RESTRICT dst, const void *src,
-                                                           attn_dtype dt, int n, int *i, ATTN__VF vs) {
-    const uint8_t *p = (const uint8_t *)src;
-    const int e4m3 = dt == ATTN_FP8_E4M3;
-    ATTN__VF a, b, v256 = ATTN__VSET1(256.0f);
-    int k = *i;
-    if (!e4m3 && dt != ATTN_FP8_E5M2) return;
-    for (; k + 2 * ATTN__L <= n; k += 2 * ATTN__L) {
-        if (e4m3) {  /* x / 256 * 256, exact, then times vs: as ATTN__VLOAD_E4M3 below */
-            ATTN__VLOAD2_E4M3_DIV256(p + k, a, b);
-            a = ATTN__VMUL(a, v256);
-            b = ATTN__VMUL(b, v256);
-        } else {
-            ATTN__VLOAD2_E5M2(p + k, a, b);
-        }
-        ATTN__VSTORE(dst + k, ATTN__VMUL(a, vs));
-        ATTN__VSTORE(dst + k + ATTN__L, ATTN__VMUL(b, vs));
-    }
-    for (; k + ATTN__L <= n; k += ATTN__L)
-        ATTN__VSTORE(dst + k, ATTN__VMUL(e4m3 ? ATTN__VLOAD_E4M3(p + k) : ATTN__VLOAD_E5M2(p + k), vs));
-    *i = k;
+/* v times fold, the factor a dtype's vector loads are below its values (ATTN__DTYPE_LIST); a
+   constant after inlining, so 1 costs nothing. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__unfold)(ATTN__VF v, float fold) {
+    if (fold != 1.0f) v = ATTN__VMUL(v, ATTN__VSET1(fold));
+    return v;
 }
 
-/* dst[i] = src[i] * scale as f32, for any dtype. */
+/* dst[i] = src[i] * scale as f32, for any dtype: the whole vectors through the dtype's vector
+   loads (bit-exact to the scalar decoders), each through ATTN__TO_F32_OP, the rest element by
+   element. The rows of a class (ATTN__TO_F32_<class>) from element i on; FP8 decodes pairs of
+   vectors first, as the decode kernels read them, so the tests of this function cover both of
+   its loads. */
+#define ATTN__TO_F32_PLAIN(one, two, fold, p)                                                     \
+    for (; i + ATTN__L <= n; i += ATTN__L)                                                        \
+        ATTN__VSTORE(dst + i, ATTN__TO_F32_OP(ATTN__FN(attn__unfold)(one((p) + i), (fold))))
+#define ATTN__TO_F32_EVEN_ODD ATTN__TO_F32_PLAIN
+#define ATTN__TO_F32_FP8(one, two, fold, p)                                                       \
+    for (; i + 2 * ATTN__L <= n; i += 2 * ATTN__L) {                                              \
+        ATTN__VF va, vb;                                                                          \
+        two((p) + i, va, vb);                                                                     \
+        ATTN__VSTORE(dst + i, ATTN__TO_F32_OP(ATTN__FN(attn__unfold)(va, (fold))));               \
+        ATTN__VSTORE(dst + i + ATTN__L, ATTN__TO_F32_OP(ATTN__FN(attn__unfold)(vb, (fold))));     \
+    }                                                                                             \
+    ATTN__TO_F32_PLAIN(one, two, fold, p)
+#define ATTN__TO_F32_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                      \
+    case name:                                                                                    \
+        ATTN__TO_F32_##cls(ATTN__VLOAD_##U, ATTN__VLOAD2_##U, fold, (const type *)src);           \
+        break;
 ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *src,
                                           attn_dtype dt, int n, float scale) {
     int i = 0;
@@ -3882,47 +3942,49 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
             memcpy(dst, src, sizeof(float) * (size_t)n);
             return;
         }
-        if (dt == ATTN_F16 || dt == ATTN_BF16) {
-            const uint16_t *p = (const uint16_t *)src;
-            if (dt == ATTN_F16)
-                for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_F16(p + i));
-            else
-                for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VLOAD_BF16(p + i));
+#define ATTN__TO_F32_OP(v) (v)
+        switch (dt) {
+            ATTN__DTYPE_LIST(ATTN__TO_F32_CASE)
+            case ATTN_DTYPE_COUNT: break;
         }
-        ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, ATTN__VSET1(1.0f));
+#undef ATTN__TO_F32_OP
         for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i);
         return;
     }
-    if (dt == ATTN_F32) {
-        const float *p = (const float *)src;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD(p + i), vs));
-    } else if (dt == ATTN_F16) {
-        const uint16_t *p = (const uint16_t *)src;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_F16(p + i), vs));
-    } else if (dt == ATTN_BF16) {
-        const uint16_t *p = (const uint16_t *)src;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(dst + i, ATTN__VMUL(ATTN__VLOAD_BF16(p + i), vs));
+#define ATTN__TO_F32_OP(v) ATTN__VMUL((v), vs)
+    switch (dt) {
+        ATTN__DTYPE_LIST(ATTN__TO_F32_CASE)
+        case ATTN_DTYPE_COUNT: break;
     }
-    ATTN__FN(attn__fp8_to_f32)(dst, src, dt, n, &i, vs);
+#undef ATTN__TO_F32_OP
     for (; i < n; i++) dst[i] = attn__load_f32(src, dt, (size_t)i) * scale;
 }
+#undef ATTN__TO_F32_PLAIN
+#undef ATTN__TO_F32_EVEN_ODD
+#undef ATTN__TO_F32_FP8
+#undef ATTN__TO_F32_CASE
 
-/* dst[i] = src[i] rounded to dt (RNE; fp8 saturates, element by element). */
+/* dst[i] = src[i] rounded to dt (RNE; fp8 saturates, element by element): a class's whole
+   vectors (ATTN__FROM_F32_<class>) through the dtype's vector store, the rest one at a time. */
+#define ATTN__FROM_F32_PLAIN(store, p)                                                            \
+    for (; i + ATTN__L <= n; i += ATTN__L) store((p) + i, ATTN__VLOAD(src + i))
+#define ATTN__FROM_F32_EVEN_ODD ATTN__FROM_F32_PLAIN
+#define ATTN__FROM_F32_FP8(store, p) (void)0
+#define ATTN__FROM_F32_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                    \
+    case name: ATTN__FROM_F32_##cls(ATTN__VSTORE_##U, (type *)dst); break;
 ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt, const float *ATTN_RESTRICT src,
                                             int n) {
     int i = 0;
-    if (dt == ATTN_F32) {
-        float *p = (float *)dst;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE(p + i, ATTN__VLOAD(src + i));
-    } else if (dt == ATTN_F16) {
-        uint16_t *p = (uint16_t *)dst;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_F16(p + i, ATTN__VLOAD(src + i));
-    } else if (dt == ATTN_BF16) {
-        uint16_t *p = (uint16_t *)dst;
-        for (; i + ATTN__L <= n; i += ATTN__L) ATTN__VSTORE_BF16(p + i, ATTN__VLOAD(src + i));
+    switch (dt) {
+        ATTN__DTYPE_LIST(ATTN__FROM_F32_CASE)
+        case ATTN_DTYPE_COUNT: break;
     }
     for (; i < n; i++) attn__store_f32(dst, dt, (size_t)i, src[i]);
 }
+#undef ATTN__FROM_F32_PLAIN
+#undef ATTN__FROM_F32_EVEN_ODD
+#undef ATTN__FROM_F32_FP8
+#undef ATTN__FROM_F32_CASE
 
 /* ---- prefill: flash-attention over tiles of (query tokens x grouped heads) x keys ----------
    Query rows live in vector lanes (see attn__prefill_scratch): a row block is NV vectors, NR
@@ -4530,7 +4592,8 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
    order (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product
    only sums in another order and the outputs are in place. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_even_odd)(const attn__decode_plan *P) {
-    return P->kv_dtype == ATTN_BF16 && ATTN__FN(attn__decode_in_place)(P) && !ATTN__FN(attn__decode_pairs)(P);
+    return attn__is_even_odd(P->kv_dtype) && ATTN__FN(attn__decode_in_place)(P) &&
+           !ATTN__FN(attn__decode_pairs)(P);
 }
 ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     float tmp[2 * ATTN__L];
@@ -4548,27 +4611,31 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
    whose decode costs more than the loads of the queries or accumulators it would save, so
    each vector is converted once for the heads of a group, four or eight (attn__decode_dots,
    attn__decode_pv, attn__decode_wide_heads). */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn_dtype dt) {
-    return attn__is_fp8(dt) || dt == ATTN__E4M3_LUT;
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn__format dt) {
+    return dt == ATTN__FMT_E4M3_LUT || attn__is_fp8((attn_dtype)dt);  /* the others: dtypes */
 }
 
-/* The dtype the kernels read in-place rows of dt as (e4m3 through the byte tables, where the
+/* The format the kernels read in-place rows of dt in (e4m3 through the byte tables, where the
    pass and the CPU have them). */
-ATTN__PRIVATE attn_dtype ATTN__FN(attn__decode_kernel_dtype)(attn_dtype dt) {
+ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
 #if ATTN__HAS_E4M3_LUT
-    if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__E4M3_LUT;
+    if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__FMT_E4M3_LUT;
 #endif
-    return dt;
+    return (attn__format)dt;  /* a dtype's own format has its value */
 }
 
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
-   never multiply by them. e4m3 read in registers through f16 comes back as value / 256 (see
-   ATTN__VLOAD_E4M3_DIV256), so 256 joins the scale there: a power of two, exact. (The byte
-   tables give the value itself.) */
+   never multiply by them. Rows read in registers come back as value / fold (see
+   ATTN__DTYPE_LIST: e4m3 through f16 as value / 256), so the fold joins the scale there: a
+   power of two, exact. (The byte tables give the value itself.) */
 ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
-    return ATTN__FN(attn__decode_in_place)(P) && ATTN__FN(attn__decode_kernel_dtype)(P->kv_dtype) == ATTN_FP8_E4M3
-               ? scale * 256.0f
-               : scale;
+#define ATTN__FOLD_OF(name, value, t, U, type, str, dec, enc, cls, fold)                          \
+    (fold) != 1 && ATTN__FN(attn__decode_in_place)(P) &&                                          \
+            ATTN__FN(attn__decode_format)(P->kv_dtype) == ATTN__FMT_##U                           \
+        ? scale * (float)(fold)                                                                   \
+        :
+    return ATTN__DTYPE_LIST(ATTN__FOLD_OF) scale;  /* a test for each dtype with a fold: e4m3 */
+#undef ATTN__FOLD_OF
 }
 
 /* Row off of KV head g in block blk. */
@@ -4643,37 +4710,55 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
     return a;
 }
 
-/* L elements of a K/V row at base + i as f32; dt is a constant after inlining, so each dtype
-   gets its own loop with the dequantization in registers. */
-ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn_dtype dt, size_t i) {
-    switch ((int)dt) {
+/* L elements of a K/V row at base + i as f32 (value / fold); dt is a constant after inlining, so
+   each format gets its own loop with the dequantization in registers. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn__format dt,
+                                                               size_t i) {
+#define ATTN__LOAD_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                        \
+    case ATTN__FMT_##U: return ATTN__VLOAD_##U((const type *)base + i);
+    switch (dt) {
+        ATTN__DTYPE_LIST(ATTN__LOAD_CASE)
+        case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT
-        case ATTN__E4M3_LUT: return ATTN__VLOAD_E4M3_LUT((const uint8_t *)base + i);
+            return ATTN__VLOAD_E4M3_LUT((const uint8_t *)base + i);
+#else
+            break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
-        case ATTN_F32: return ATTN__VLOAD((const float *)base + i);
-        case ATTN_F16: return ATTN__VLOAD_F16((const uint16_t *)base + i);
-        case ATTN_BF16: return ATTN__VLOAD_BF16((const uint16_t *)base + i);
-        case ATTN_FP8_E4M3: return ATTN__VLOAD_E4M3_DIV256((const uint8_t *)base + i);
-        default: return ATTN__VLOAD_E5M2((const uint8_t *)base + i);
     }
+#undef ATTN__LOAD_CASE
+    return ATTN__VZERO();  /* not a format */
 }
 
-/* The two vectors of elements [i, i + 2L) of a K/V row. bf16 comes back paired (the even
-   elements, then the odd ones: see attn__decode_pair_order), other dtypes in order. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, attn_dtype dt, size_t i,
-                                                              ATTN__VF *a, ATTN__VF *b) {
-    switch ((int)dt) {
+/* The two vectors of elements [i, i + 2L) of a K/V row: as the class reads them
+   (ATTN__LOAD2_<class>), PLAIN one at a time, EVEN_ODD paired (the even elements, then the odd
+   ones: see attn__decode_pair_order), FP8 two at once in order. */
+#define ATTN__LOAD2_PLAIN(fmt, two, p)                                                            \
+    (*a = ATTN__FN(attn__decode_load)(base, fmt, i),                                              \
+     *b = ATTN__FN(attn__decode_load)(base, fmt, i + ATTN__L))
+#define ATTN__LOAD2_EVEN_ODD(fmt, two, p) two((p), *a, *b)
+#define ATTN__LOAD2_FP8(fmt, two, p) two((p), *a, *b)
+#define ATTN__LOAD2_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
+    case ATTN__FMT_##U:                                                                           \
+        ATTN__LOAD2_##cls(ATTN__FMT_##U, ATTN__VLOAD2_##U, (const type *)base + i);               \
+        return;
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, attn__format dt,
+                                                              size_t i, ATTN__VF *a, ATTN__VF *b) {
+    switch (dt) {
+        ATTN__DTYPE_LIST(ATTN__LOAD2_CASE)
+        case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT
-        case ATTN__E4M3_LUT: ATTN__VLOAD2_E4M3_LUT((const uint8_t *)base + i, *a, *b); return;
+            ATTN__VLOAD2_E4M3_LUT((const uint8_t *)base + i, *a, *b);
+            return;
+#else
+            break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
-        case ATTN_BF16: ATTN__VLOAD_BF16_EO((const uint16_t *)base + i, *a, *b); return;
-        case ATTN_FP8_E4M3: ATTN__VLOAD2_E4M3_DIV256((const uint8_t *)base + i, *a, *b); return;
-        case ATTN_FP8_E5M2: ATTN__VLOAD2_E5M2((const uint8_t *)base + i, *a, *b); return;
-        default: break;
     }
-    *a = ATTN__FN(attn__decode_load)(base, dt, i);
-    *b = ATTN__FN(attn__decode_load)(base, dt, i + ATTN__L);
+    *a = *b = ATTN__VZERO();  /* not a format */
 }
+#undef ATTN__LOAD2_PLAIN
+#undef ATTN__LOAD2_EVEN_ODD
+#undef ATTN__LOAD2_FP8
+#undef ATTN__LOAD2_CASE
 
 /* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk, cleared, then
    left as the per-lane partials part[h][(t + c) % L] that attn__decode_dots_heads reduces. */
@@ -4712,7 +4797,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
    for the two keys: 12 loads. Not for e4m3, whose decode needs the registers
    (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv, int hp,
-                                                                 const void *k, attn_dtype dt,
+                                                                 const void *k, attn__format dt,
                                                                  size_t stride, int Dk, int t, int nk,
                                                                  ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
@@ -4724,7 +4809,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
             ATTN__FN(attn__decode_load2)(k, dt, (size_t)(t + c) * stride + d, &k0[c], &k1[c]);
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d), q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
-            if (dt != ATTN_FP8_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
+            if (dt != ATTN__FMT_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
                 acc[h][c] = ATTN__VFMA(q0, k0[c], acc[h][c]);
                 acc[h][c] = ATTN__VFMA(q1, k1[c], acc[h][c]);
@@ -4743,7 +4828,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
 /* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
    one key load per hp multiply-adds, no query loads (hp, nvmax constants after inlining). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp, int nvmax, int nv,
-                                                                     const void *k, attn_dtype dt, size_t stride,
+                                                                     const void *k, attn__format dt, size_t stride,
                                                                      int t, int nk, ATTN__VF part[][ATTN__L],
                                                                      attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
@@ -4776,7 +4861,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
    (the logits rows have room past n). reg, hp and nvmax are constants after inlining. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
                                                                    int hp, int nvmax, int nv, const void *k,
-                                                                   attn_dtype dt, size_t stride, int n,
+                                                                   attn__format dt, size_t stride, int n,
                                                                    float *ATTN_RESTRICT logits,
                                                                    attn__decode_ahead *ahead) {
     ATTN__VF qr[ATTN__DACC], part[ATTN__WIDE_GROUP][ATTN__L];
@@ -4805,7 +4890,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
    bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from L1 they are
    faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv, int hp,
-                                                             const void *k, attn_dtype dt, size_t stride,
+                                                             const void *k, attn__format dt, size_t stride,
                                                              int n, int Dk, float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
@@ -4825,7 +4910,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
 /* acc[h][c] += p[h][t] v_t[d0 + c*L ..] for hp heads, c < nv (hp, nvmax constants after
    inlining; nv <= nvmax). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, const float *ATTN_RESTRICT p, int t,
-                                                               const void *v, attn_dtype dt, size_t stride, int d0,
+                                                               const void *v, attn__format dt, size_t stride, int d0,
                                                                int nv, int hp, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
     int h, c;
@@ -4847,7 +4932,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
    two at a time, so the bookkeeping of the prefetch and the loop is paid once per pair: with
    AVX2 it is more instructions than the multiply-adds of a key (docs/PERF.md#decode-pv). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *ATTN_RESTRICT p, int n,
-                                                                   const void *v, attn_dtype dt, size_t stride,
+                                                                   const void *v, attn__format dt, size_t stride,
                                                                    int d0, int nv, int hp, int nvmax, int Dv,
                                                                    float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
@@ -4871,7 +4956,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
 
 /* The same, with the common case nv = nvmax compiled on its own, free of the checks of nv. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
-                                                                const void *v, attn_dtype dt, size_t stride,
+                                                                const void *v, attn__format dt, size_t stride,
                                                                 int d0, int nv, int hp, int nvmax, int Dv,
                                                                 float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     /* nv >= nvmax, not nv == nvmax: from an equality clang 14 puts nv for nvmax in this call, makes
@@ -4891,7 +4976,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
    vectors (a cache line of fp8 per segment when L = 16, so the order of lines hardly changes).
    The measurements behind each choice: docs/PERF.md#decode-pv. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
-                                                           attn_dtype dt, size_t stride, int Dk, int Dv, int hp,
+                                                           attn__format dt, size_t stride, int Dk, int Dv, int hp,
                                                            float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, h, d;
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2, seg = ATTN__DACC / ATTN__WIDE_GROUP;
@@ -4901,7 +4986,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
                                            seg, Dv, o, ahead);
     } else if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
-    } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN_F32 && nvec > q2)) {
+    } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN__FMT_F32 && nvec > q2)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
                                            ahead);
@@ -5081,9 +5166,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time). The
    two loops share one function: either loop in a function of its own is slower
    (docs/PERF.md#decode-wide-heads). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn_dtype dt) {
+ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
     if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
-    if (dt == ATTN_F32) return 0;
+    if (dt == ATTN__FMT_F32) return 0;
     return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
 }
 
@@ -5095,7 +5180,7 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
    in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk, const attn__decode_scratch *sc,
-    size_t heads, int t, attn__decode_ahead cursor, attn_dtype dt) {
+    size_t heads, int t, attn__decode_ahead cursor, attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) {
@@ -5109,7 +5194,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
 #if ATTN__HAS_DOT2
         /* dt: only the bf16 chunk function compiles the pair kernels; the queries are unscaled,
            the logits take the scale */
-        if (dt == ATTN_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
+        if (dt == ATTN__FMT_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 cursor = ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride,
@@ -5136,33 +5221,38 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor) {                       \
         return ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, cursor, DT);                    \
     }
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_f32, ATTN_F32)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_f16, ATTN_F16)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_bf16, ATTN_BF16)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3, ATTN_FP8_E4M3)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e5m2, ATTN_FP8_E5M2)
+/* One per dtype, attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
+   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2), and
+   attn__decode_chunk_e4m3_lut for e4m3 through the byte tables. */
+#define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
+    ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t, ATTN__FMT_##U)
+ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__E4M3_LUT)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
 #endif
+#undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the dtype once per chunk. */
+/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                               ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                               const attn__decode_scratch *sc, size_t heads, int t,
                                                               attn__decode_ahead cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
-    switch ((int)ATTN__FN(attn__decode_kernel_dtype)(r.dt)) {
+#define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
+    case ATTN__FMT_##U: return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS);
+    switch (ATTN__FN(attn__decode_format)(r.dt)) {
+        ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
+        case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT
-        case ATTN__E4M3_LUT: return ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
+            return ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
+#else
+            break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
-        case ATTN_F32: return ATTN__FN(attn__decode_chunk_f32)(ATTN__CHUNK_ARGS);
-        case ATTN_F16: return ATTN__FN(attn__decode_chunk_f16)(ATTN__CHUNK_ARGS);
-        case ATTN_BF16: return ATTN__FN(attn__decode_chunk_bf16)(ATTN__CHUNK_ARGS);
-        case ATTN_FP8_E4M3: return ATTN__FN(attn__decode_chunk_e4m3)(ATTN__CHUNK_ARGS);
-        default: return ATTN__FN(attn__decode_chunk_e5m2)(ATTN__CHUNK_ARGS);
     }
+#undef ATTN__CHUNK_CASE
 #undef ATTN__CHUNK_ARGS
+    return cursor;  /* not a format */
 }
 #undef ATTN__DECODE_KERNELS
 
@@ -5394,15 +5484,16 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VIN_SELECT
 #undef ATTN__VEXP2I
 #undef ATTN__VEXP_SCALE
+#undef ATTN__VLOAD_F32
+#undef ATTN__VSTORE_F32
 #undef ATTN__VLOAD_F16
 #undef ATTN__VLOAD_BF16
-#undef ATTN__VLOAD_BF16_EO
+#undef ATTN__VLOAD2_BF16
 #undef ATTN__VSTORE_F16
 #undef ATTN__VSTORE_BF16
 #undef ATTN__VLOAD_E5M2
 #undef ATTN__VLOAD_E4M3
-#undef ATTN__VLOAD_E4M3_DIV256
-#undef ATTN__VLOAD2_E4M3_DIV256
+#undef ATTN__VLOAD2_E4M3
 #undef ATTN__VLOAD2_E5M2
 #undef ATTN__VTRANSUM
 #undef ATTN__VTRANSPOSE
