@@ -48,7 +48,8 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise
+.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise \
+        compile-time
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -72,6 +73,12 @@ examples: $(EXAMPLES)
 # linked with an implementation unit, ATTN_STATIC in two units).
 compile-checks: | $(B)
 	@sh tests/compile_checks.sh "$(CC)" "$(CXX)" $(B)
+
+# Seconds (user + system) and peak memory of the implementation unit, gcc and clang at -O0 and
+# -O2; fails over 1 GB (MAX_MB) or, when set, MAX_SECS. Not part of `make test` (about a minute
+# of one core). ATTN_CT_FLAGS="-DATTN_NO_AVX512" measures a configuration.
+compile-time: | $(B)
+	@sh tests/compile_time.sh $(B) $(CC) $(if $(filter-out clang,$(CC)),$(if $(shell command -v clang 2>/dev/null),clang))
 
 # Runs every configuration (and the examples), prints each one's results and, last, the sum.
 test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST)

@@ -143,6 +143,23 @@
 
    LICENSE: see the end of this file (MIT or Unlicense, your choice).
 */
+/* CONTENTS, in file order. Each tag opens its section's banner: grep "\[P\]" finds paged decode.
+       Declarations (always seen)
+       [1]  status codes              [4a] CPU, ISA, threads       [4e] block allocator
+       [2]  enums                     [4b] bias builders           [4f] paged decode
+       [3]  parameter structs         [4c] dense varlen SDPA       [4g] paged prefill
+                                      [4d] paged KV cache          [4h] backend layer
+       Implementation (ATTN_IMPLEMENTATION, in one unit)
+       [A]  configuration             [G]  kernel plans            [M]  prefill planning, attn_sdpa
+       [B]  includes                  [H]  oneDNN GEMM shim        [N]  paged KV cache
+       [C]  portability               [I]  kernel instantiation    [O]  block pool, sequences
+       [D]  status strings, version   [J]  call, threads           [P]  paged decode
+       [E]  CPU features              [K]  checks, convert         [Q]  paged prefill, merge
+       [F]  scalar conversions        [L]  bias builders           [R]  backend layer
+       Kernel pass (the file included again by [I] once per ISA)
+       [S]  vector layer              [U]  row conversions         [W]  prefill on oneDNN
+       [T]  elementwise math          [V]  prefill kernels         [X]  paged decode kernels
+                                                                   [Y]  the kernel table */
 #ifndef ATTN__KERNEL_PASS
 #ifndef ATTN_H_INCLUDED
 #define ATTN_H_INCLUDED
@@ -320,7 +337,7 @@ typedef struct attn_exec {
 } attn_exec;
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: CPU, ISA, threads */
+   [4a] API: CPU, ISA, threads */
 
 /* The best ISA this CPU and build support (never ATTN_ISA_AUTO). */
 ATTNDEF attn_isa attn_best_isa(void);
@@ -340,7 +357,7 @@ ATTNDEF attn_status attn_parallel_run(const attn_exec *exec, int num_items, attn
                                       void *ctx);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: bias builders (dense f32 [H][Lq][Lk], -inf = masked; positions bottom-right aligned,
+   [4b] API: bias builders (dense f32 [H][Lq][Lk], -inf = masked; positions bottom-right aligned,
    pos_i = kv_len - q_len + i). They materialise exactly what the kernels apply. */
 
 /* vLLM/BLOOM slopes for num_heads heads (non-powers of two included). */
@@ -358,7 +375,7 @@ ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_
                                    float *bias);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: dense varlen SDPA (no cache) - TorchSDPA / xFormers prefill.
+   [4c] API: dense varlen SDPA (no cache) - TorchSDPA / xFormers prefill.
    Sequence n's queries are rows [cu_seqlens_q[n], cu_seqlens_q[n+1]) of q, its keys/values rows
    [cu_seqlens_k[n], cu_seqlens_k[n+1]) of k and v; sequences never see each other.
    cu_seqlens_* are non-decreasing int32 [num_seqs+1] starting at 0. lse: [Tq][H] f32 or NULL.
@@ -373,7 +390,7 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
                               int num_seqs, int causal, float *lse, void *ws, size_t ws_bytes);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: paged KV cache (one per layer) - vLLM's kv_cache tensor, reshape_and_cache,
+   [4d] API: paged KV cache (one per layer) - vLLM's kv_cache tensor, reshape_and_cache,
    swap_blocks and copy_blocks.
 
    Layout: key and value are each [num_blocks][num_kv_heads][block_size][head_size] in the cache
@@ -499,7 +516,7 @@ ATTNDEF attn_status attn_copy_blocks(attn_kv_cache *const *caches, int num_layer
                                      const int64_t *pairs, int n);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: block allocator (vLLM's block manager) on caller memory, with reference counts for
+   [4e] API: block allocator (vLLM's block manager) on caller memory, with reference counts for
    forked sequences and copy-on-write.
 
    The pool hands out block ids in [0, num_blocks); a block is free while its refcount is 0.
@@ -591,7 +608,7 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq);
 
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: paged decode - PagedAttention.forward_decode (vLLM paged_attention_v1 / _v2).
+   [4f] API: paged decode - PagedAttention.forward_decode (vLLM paged_attention_v1 / _v2).
    One query token per sequence (q and out rows [num_seqs][H*D]); sequence s attends its
    seq_lens[s] cached keys (the current token already written), token p read from block
    block_tables[s * max_blocks_per_seq + p / block_size]. The query sits at position
@@ -624,7 +641,7 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
                                                       attn_paged_version version);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: paged prefill - PagedAttention.forward_prefix (chunked prefill over a cached prefix).
+   [4g] API: paged prefill - PagedAttention.forward_prefix (chunked prefill over a cached prefix).
    Sequence s's new query tokens are rows [query_start_loc[s], query_start_loc[s+1]) of q; its
    keys are all seq_lens[s] tokens in the paged cache (cached prefix + the new tokens, already
    written), so Lq <= seq_lens[s] (else ATTN_ERR_INVALID_ARG). Query m is at position
@@ -656,7 +673,7 @@ ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_si
                                       const float *lse_b, attn_rows out, float *lse);
 
 /* ---------------------------------------------------------------------------------------------
-   [4] API: the backend layer = vLLM AttentionBackend + AttentionMetadata + AttentionImpl.forward.
+   [4h] API: the backend layer = vLLM AttentionBackend + AttentionMetadata + AttentionImpl.forward.
    attn_forward does, in order: (1) write the new K/V to the cache (DECODER / ENCODER_ONLY:
    slot_mapping; ENCODER_DECODER: cross_slot_mapping when key/value are given; ENCODER: never);
    (2) the prefills: plain SDPA over the new rows when context_lens is NULL, else paged prefill
@@ -721,9 +738,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #endif
 #endif /* ATTN_H_INCLUDED */
 
-/* =============================================================================================
-   IMPLEMENTATION
-   ============================================================================================= */
+/* ---------------------------------------------------------------------------------------------
+   IMPLEMENTATION: sections [A] to [R], then the kernel pass [S] to [Y] (see CONTENTS). */
 #ifdef ATTN_IMPLEMENTATION
 #ifndef ATTN_IMPLEMENTATION_INCLUDED
 #define ATTN_IMPLEMENTATION_INCLUDED
@@ -805,7 +821,15 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
    [C] Portability. */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PRIVATE static __attribute__((unused))
+/* The kernels' helpers are inlined by force where the compiler optimises: their loops unroll
+   by constants known only after inlining. Without optimisation (-O0) nothing folds those
+   constants, and forcing the helpers inline multiplied the code of every kernel instance and the
+   compiler's time and memory (docs/PERF.md#compile-time), so there they are plain calls. */
+#ifdef __OPTIMIZE__
 #define ATTN__INLINE inline __attribute__((always_inline))
+#else
+#define ATTN__INLINE inline
+#endif
 #define ATTN__NOINLINE __attribute__((noinline))
 #define ATTN__LIKELY(x) __builtin_expect(!!(x), 1)
 #else
@@ -1181,7 +1205,7 @@ ATTN__PRIVATE void attn__store_f32(void *p, attn_dtype dt, size_t i, float x) {
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [G] Kernel plans (shared by every ISA) and the per-ISA instantiation.
+   [G] Kernel plans, shared by every ISA.
 
    A plan holds everything a kernel needs, already validated. A call splits its work into fixed
    items whose arithmetic depends only on the item (never on the thread count), runs them on
@@ -1768,6 +1792,34 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
 #define ATTN__CAP_BF16_PAIRS ATTN__CPU_AVX512BF16  /* bf16 pair dot products (ATTN__HAS_DOT2) */
 #define ATTN__CAP_E4M3_LUT ATTN__CPU_AVX512VBMI    /* e4m3 byte tables (ATTN__HAS_E4M3_LUT) */
 
+/* ---------------------------------------------------------------------------------------------
+   [I] Kernel instantiation. The kernel pass, sections [S] to [Y] at the end of this file,
+   is compiled here: the file includes itself once per ISA with ATTN__KERNEL_PASS set, inside
+   that ISA's target region, and each pass fills one attn__kernels table. A function the pass
+   defines as ATTN__FN(name) is compiled as name__scalar, name__avx2, name__avx512 or
+   name__neon, so a profiler's symbol (attn__decode_partition__avx512) is found by grepping
+   its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
+       attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
+       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
+       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv
+       attn__decode_dot2_pv_cols attn__decode_dot_keys attn__decode_dot_keys_reg
+       attn__decode_dots attn__decode_dots_heads attn__decode_even_odd attn__decode_fold
+       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_load
+       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_order
+       attn__decode_pairs attn__decode_partition attn__decode_parts_store
+       attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
+       attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
+       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order
+       attn__decode_rows attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
+       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between
+       attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
+       attn__load_outputs attn__load_queries attn__pack_value_pairs attn__prefetch_tile
+       attn__prefill_item attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro
+       attn__qk_dot2_micro attn__qk_micro attn__rescale_of attn__softmax_lanes
+       attn__store_rows attn__table attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_scores attn__tile_value_pairs attn__to_f32 attn__transpose_block
+       attn__unfold attn__vexp attn__vtanh */
+
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
@@ -1861,7 +1913,7 @@ ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
 }
 
 /* ---------------------------------------------------------------------------------------------
-   Threading driver: one parallel-for over fixed items. */
+   [J] Call context and threading driver: one resolved exec, one parallel-for over fixed items. */
 ATTNDEF int attn_exec_threads(const attn_exec *exec) {
     int n = exec ? exec->num_threads : 0;
     if (n > 0) return n;
@@ -1933,7 +1985,8 @@ ATTNDEF attn_status attn_parallel_run(const attn_exec *exec, int num_items, attn
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [K] Public entry points: validate -> plan -> dispatch -> threads. */
+   [K] Parameter checks and attn_convert. Every public entry point validates, then plans,
+   dispatches and runs its items on the threading driver. */
 ATTN__PRIVATE int attn__finite_array(const float *x, int n) {
     for (int i = 0; i < n; i++)
         if (!isfinite(x[i])) return 0;
@@ -1989,7 +2042,7 @@ ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *sr
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [I] Bias builders. visible() is the one definition of the mask used by every builder. */
+   [L] Bias builders. visible() is the one definition of the mask used by every builder. */
 ATTN__PRIVATE int attn__visible(int causal, int window, int64_t pos, int64_t j) {
     return (!causal || j <= pos) && (window == 0 || pos - j < window);
 }
@@ -2049,7 +2102,7 @@ ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_
 }
 
 /* ---------------------------------------------------------------------------------------------
-   Prefill planning, shared by attn_sdpa and attn_paged_prefill. */
+   [M] Prefill planning, shared by attn_sdpa and attn_paged_prefill. */
 
 /* Checks an activation rows argument with `width` elements per token. */
 ATTN__PRIVATE attn_status attn__rows_check(attn_rows r, int64_t width, int64_t tokens) {
@@ -2320,7 +2373,7 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
 }
 
 /* ---------------------------------------------------------------------------------------------
-   Paged KV cache: sizes, layout, write, swap/copy. */
+   [N] Paged KV cache: sizes, layout, write, swap/copy. */
 #define ATTN__SIZE_MAX ((size_t)-1)
 #define ATTN__INT_MAX 0x7fffffff
 #define ATTN__INT64_MAX ((int64_t)0x7fffffffffffffffLL)
@@ -2404,7 +2457,8 @@ ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]) {
     shape[2] = cache ? (int64_t)cache->block_size * cache->num_kv_heads * cache->head_size : 0;
 }
 
-/* ---- sizing helpers ---- */
+/* ---------------------------------------------------------------------------------------------
+   [N.1] Sizing helpers. */
 ATTNDEF size_t attn_kv_block_bytes(int num_layers, int block_size, int num_kv_heads,
                                    int head_size, attn_dtype dtype) {
     size_t half = attn__kv_block_half_bytes(block_size, num_kv_heads, head_size, dtype), n;
@@ -2444,7 +2498,8 @@ ATTNDEF int64_t attn_kv_tokens_for_blocks(int64_t blocks, int block_size) {
     return blocks * block_size;
 }
 
-/* ---- attn_write_kv (reshape_and_cache) ---- */
+/* ---------------------------------------------------------------------------------------------
+   [N.2] attn_write_kv (reshape_and_cache). */
 typedef struct attn__write_kv_ctx {
     const attn_kv_cache *cache;
     const attn__kernels *kern;
@@ -2555,7 +2610,8 @@ ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows
     return attn__write_kv(&c, cache, key, value, slot_mapping, num_tokens);
 }
 
-/* ---- swap / copy ---- */
+/* ---------------------------------------------------------------------------------------------
+   [N.3] Swap and copy of whole blocks. */
 
 /* Block ids per pass of the conflict check: two 4 KiB bitmaps on the stack. */
 #define ATTN__ID_WINDOW 32768
@@ -2644,7 +2700,7 @@ ATTNDEF attn_status attn_copy_blocks(attn_kv_cache *const *caches, int num_layer
 }
 
 /* ---------------------------------------------------------------------------------------------
-   Block pool and sequences. Every mutating function validates everything first and then
+   [O] Block pool and sequences. Every mutating function validates everything first and then
    commits, so an error leaves the pool and the sequence byte for byte as they were. */
 ATTNDEF size_t attn_block_pool_bytes(int num_blocks) {
     if (num_blocks < 1 || (size_t)num_blocks > (ATTN__SIZE_MAX - 4 * ATTN__ALIGN) / 8) return 0;
@@ -2797,7 +2853,7 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
 
 
 /* ---------------------------------------------------------------------------------------------
-   Paged decode. */
+   [P] Paged decode. */
 
 /* A cache the attention kernels can read with the layer's params: a valid struct
    (attn__kv_cache_ok) with the layer's KV heads and head size. */
@@ -3010,7 +3066,7 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
 
 
 /* ---------------------------------------------------------------------------------------------
-   Paged prefill and merge_states. */
+   [Q] Paged prefill and merge_states. */
 /* Paged prefill's packed value tiles: only a bf16 cache can take the pair kernels. */
 ATTN__PRIVATE int attn__paged_value_tiles(const attn__call *c, const attn_kv_cache *cache,
                                           const int32_t *seq_lens, int num_seqs) {
@@ -3088,7 +3144,7 @@ ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_si
 }
 
 /* ---------------------------------------------------------------------------------------------
-   The backend layer. */
+   [R] The backend layer. */
 ATTNDEF const char *attn_backend_name(attn_backend backend) {
     switch (backend) {
         case ATTN_BACKEND_SDPA: return "SDPA";
@@ -3316,13 +3372,15 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 }
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */
 #endif /* ATTN_IMPLEMENTATION */
-#else /* ATTN__KERNEL_PASS ===================================================================
-   KERNEL BODIES. This part of the file is included once per ISA by the implementation with
+#else /* ATTN__KERNEL_PASS */
+/* ---------------------------------------------------------------------------------------------
+   KERNEL PASS, sections [S] to [Y]. This part of the file is included once per ISA by [I] with
    ATTN__KERNEL_PASS set (stb_image_resize2's trick): the vector layer below maps ATTN__V* to
    one ISA, and every kernel is written once over it. Names get the ISA suffix through
    ATTN__FN (attn__prefill_item__avx2, ...); everything is #undef'd at the end of the pass. */
 
-/* ---- vector layer -------------------------------------------------------------------------
+/* ---------------------------------------------------------------------------------------------
+   [S] Vector layer.
    Each dtype of ATTN__DTYPE_LIST has, per ISA, ATTN__VLOAD_<U>(p): L elements as f32 (value /
    fold); PLAIN and EVEN_ODD dtypes ATTN__VSTORE_<U>(p, v) (rounded to nearest even); EVEN_ODD
    and FP8 dtypes ATTN__VLOAD2_<U>(p, a, b), two vectors at once (see ATTN__DTC_PLAIN). */
@@ -3851,7 +3909,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__HAS_E4M3_LUT 0
 #endif
 
-/* ---- elementwise math over the vector layer --------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+   [T] Elementwise math over the vector layer. */
 
 /* Two vectors of fp8 codes at once, where the ISA converts them together (see
    attn__e4m3_f16__avx2); otherwise one at a time. */
@@ -3903,7 +3962,8 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
     return ATTN__VLT_SELECT(x, ATTN__VZERO(), ATTN__VSUB(ATTN__VZERO(), t), t);
 }
 
-/* ---- row conversions ----------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+   [U] Row conversions. */
 
 /* v times fold, the factor a dtype's vector loads are below its values (ATTN__DTYPE_LIST); a
    constant after inlining, so 1 costs nothing. */
@@ -3986,7 +4046,8 @@ ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt, const floa
 #undef ATTN__FROM_F32_FP8
 #undef ATTN__FROM_F32_CASE
 
-/* ---- prefill: flash-attention over tiles of (query tokens x grouped heads) x keys ----------
+/* ---------------------------------------------------------------------------------------------
+   [V] Prefill: flash-attention over tiles of (query tokens x grouped heads) x keys.
    Query rows live in vector lanes (see attn__prefill_scratch): a row block is NV vectors, NR
    rows; a micro-tile is MR keys (scores) or MR head dims (outputs) by one row block. */
 
@@ -4467,7 +4528,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
 }
 
 #ifdef ATTN_USE_ONEDNN
-/* ---- prefill with oneDNN GEMMs ([H]): the same items, masks and online softmax ------------- */
+/* ---------------------------------------------------------------------------------------------
+   [W] Prefill with oneDNN GEMMs (see [H]): the same items, masks and online softmax. */
 
 /* Keys and values [k0, k0+n) of (sequence, KV head g) as rows [width][D], f32 or (bf16 mode)
    bf16 copied as they are; rows >= n are 0. */
@@ -4564,7 +4626,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
 }
 #endif /* ATTN_USE_ONEDNN */
 
-/* ---- paged decode: one query token, the G heads of each KV head of a span, one partition ----- */
+/* ---------------------------------------------------------------------------------------------
+   [X] Paged decode: one query token, the G heads of each KV head of a span, one partition. */
 
 /* Where a chunk of K or V rows is read from: the cache itself (native dtype, dequantized in
    registers) when D is a vector multiple, else an f32 copy padded to Dv. */
@@ -5448,7 +5511,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
     }
 }
 
-/* ---- the table ------------------------------------------------------------------------------ */
+/* ---------------------------------------------------------------------------------------------
+   [Y] The kernel table of this pass. */
 static const attn__kernels ATTN__FN(attn__table) = {
     ATTN__PASS_ISA,
     (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0),

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds attn.h the ways users will: as C++, as strict C99, a declarations-only unit linked with
-# the implementation unit, and ATTN_STATIC in two units of one program. Prints PASS/FAIL per
-# check and a final "N passed, N failed".
+# the implementation unit, ATTN_STATIC in two units of one program; and checks attn.h's map of
+# itself (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
 check() {  # name, command...
@@ -17,9 +17,12 @@ printf '#define ATTN_STATIC\n#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint
 check cxx_header_and_implementation sh -c "$CXX -Wall -Wextra -Werror -O2 -I. $B/impl.cc -o $B/impl_cc -lm && $B/impl_cc"
 check cxx_with_openmp sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -I. $B/impl.cc -o $B/impl_cc_omp -lm && $B/impl_cc_omp"
 check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/decl.c -o $B/decl.o && $CC $W -O2 -I. -c $B/impl.c -o $B/impl.o && $CC $B/decl.o $B/impl.o -o $B/decl_impl -lm && $B/decl_impl"
+check c99_pedantic_unoptimised_O0 sh -c "$CC $W -O0 -I. $B/impl.c $B/decl.c -o $B/impl_O0 -lm && $B/impl_O0"
 check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c -o $B/static_ab -lm && $B/static_ab"
+check header_map_matches_code sh tests/house.sh attn.h
 if command -v clang >/dev/null 2>&1; then
     check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
+    check clang_c99_pedantic_unoptimised_O0 sh -c "clang $W -O0 -I. $B/impl.c $B/decl.c -o $B/clang_c_O0 -lm && $B/clang_c_O0"
 fi
 if printf '#include <oneapi/dnnl/dnnl.h>\n' | $CC -E -x c - >/dev/null 2>&1; then  # the oneDNN engine too
     check cxx_with_onednn sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.cc -o $B/impl_cc_dnnl -lm -ldnnl && $B/impl_cc_dnnl"

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Checks that attn.h's map of itself matches the code: the CONTENTS tags are exactly the section
+# banners' tags (in order), and the KERNEL NAMES list is exactly the set of ATTN__FN names.
+# Prints what differs; exit status 0 when all agree.
+H=${1:-attn.h}; T=${TMPDIR:-/tmp}/attn_house.$$; rc=0
+sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-h]*\]' > "$T.contents"
+awk '/^\/\* -----------------------------------------/ { getline; if (match($0, /^   \[[0-9A-Z][a-h]*\]/)) print substr($0, 4, RLENGTH - 3) }' \
+    "$H" > "$T.banners"
+LC_ALL=C sort -u "$T.contents" > "$T.c"; LC_ALL=C sort "$T.banners" > "$T.b"
+if ! cmp -s "$T.c" "$T.b"; then echo "CONTENTS and the banners disagree:"; diff "$T.c" "$T.b"; rc=1; fi
+if ! cmp -s "$T.banners" "$T.b"; then echo "section tags out of order:"; tr '\n' ' ' < "$T.banners"; echo; rc=1; fi
+sed -n '/KERNEL NAMES/,/\*\//p' "$H" | sed '1d' | tr ' ' '\n' | grep '^attn__' | sed 's/\*\///' | sort -u > "$T.listed"
+sed '/KERNEL NAMES/,/\*\//d' "$H" | grep -o 'ATTN__FN(attn__[a-z0-9_]*)' | sed 's/ATTN__FN(\(.*\))/\1/' | sort -u > "$T.used"
+if ! cmp -s "$T.listed" "$T.used"; then echo "KERNEL NAMES (<) and the ATTN__FN names (>) differ:"; diff "$T.listed" "$T.used"; rc=1; fi
+rm -f "$T".*
+exit $rc
