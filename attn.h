@@ -158,7 +158,7 @@
        [F]  scalar conversions        [L]  bias builders           [R]  backend layer
        Kernel pass (the file included again by [I] once per ISA)
        [S]  vector layer              [U]  row conversions         [W]  prefill on oneDNN
-       [T]  elementwise math          [V]  prefill kernels         [X]  paged decode kernels
+       [T]  elementwise math, logits  [V]  prefill kernels         [X]  paged decode kernels
                                                                    [Y]  the kernel table */
 #ifndef ATTN__KERNEL_PASS
 #ifndef ATTN_H_INCLUDED
@@ -1226,11 +1226,60 @@ ATTN__PRIVATE int attn__block_row_stride(int D) {
     return (D + ATTN__MAX_LANES - 1) / ATTN__MAX_LANES * ATTN__MAX_LANES;
 }
 
+/* The logits transform and the mask (SEMANTICS past the dot product).
+   attn__logits holds what shapes a scaled score: soft cap, ALiBi, causal and window. It is set
+   by attn__logits_init ([L]) and applied by attn__logits_of, written once over the vector
+   layer (the prefill and decode softmax, and through its scalar instance the bias builders);
+   the mask is attn__mask_bounds, and every key range derives from it. */
+typedef struct attn__logits {
+    float cap;                   /* > 0: s = cap * tanh(s / cap) (the kernel is given s / cap) */
+    const float *slopes;         /* [H] or NULL: s = s + slopes[h] * (j - pos) */
+    int causal, window;          /* the mask: j <= pos when causal, pos - j < window when > 0 */
+} attn__logits;
+
+/* Whether the transform changes visible scores (cap or ALiBi), past scaling them. */
+ATTN__PRIVATE int attn__logits_shaped(const attn__logits *T) {
+    return T->cap > 0.0f || T->slopes;
+}
+
+/* Head h's ALiBi slope (0 without ALiBi). */
+ATTN__PRIVATE float attn__logits_slope(const attn__logits *T, int h) {
+    return T->slopes ? T->slopes[h] : 0.0f;
+}
+
+/* A distance past any key's: the bound of an open side of the mask. */
+#define ATTN__OPEN_BOUND ((int64_t)1 << 40)
+
+/* The mask as bounds on d = j - pos, key position minus query position: key j is visible to
+   the query at pos iff lo <= d <= hi (ATTN__OPEN_BOUND beyond an open side). */
+ATTN__PRIVATE void attn__mask_bounds(const attn__logits *T, int64_t *lo, int64_t *hi) {
+    *lo = T->window ? 1 - (int64_t)T->window : -ATTN__OPEN_BOUND;
+    *hi = T->causal ? 0 : ATTN__OPEN_BOUND;
+}
+
+/* The keys [*lo, *hi) of [0, n) that some query at a position in [first, last] sees (one
+   query: first = last); none when *lo >= *hi. Both bounds grow with the position, so the
+   first query's keys start the range and the last one's end it. */
+ATTN__PRIVATE void attn__visible_keys(const attn__logits *T, int64_t first, int64_t last,
+                                      int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t d_lo, d_hi;
+    attn__mask_bounds(T, &d_lo, &d_hi);
+    *lo = ATTN__MAX((int64_t)0, first + d_lo);
+    *hi = ATTN__MIN(n, last + d_hi + 1);
+}
+
+/* Whether the query at pos sees any of the keys [0, n) (a row that sees none gives 0). */
+ATTN__PRIVATE int attn__sees_keys(const attn__logits *T, int64_t pos, int64_t n) {
+    int64_t lo, hi;
+    attn__visible_keys(T, pos, pos, n, &lo, &hi);
+    return lo < hi;
+}
+
 typedef struct attn__prefill_plan {
     int H, Hk, G, D, Dp;         /* Dp: D padded to ATTN__MAX_MR */
-    int causal, window;
-    float q_mul, cap;            /* q is multiplied by q_mul (scale, or scale/cap) when packed */
-    const float *slopes, *sinks;
+    attn__logits logits;
+    float q_mul;                 /* q is multiplied by q_mul (scale, or scale/cap) when packed */
+    const float *sinks;
     int num_seqs, tile_tokens;   /* query tokens per work item */
     int rows_cap;                /* padded rows per item */
     /* queries and outputs */
@@ -1383,9 +1432,9 @@ typedef enum attn__format { ATTN__DTYPE_LIST(ATTN__FORMAT_ENUM) ATTN__FMT_E4M3_L
 
 typedef struct attn__decode_plan {
     int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
-    int window;
-    float q_mul, cap;
-    const float *slopes, *sinks;
+    attn__logits logits;         /* causal: the query is at the last key's position */
+    float q_mul;
+    const float *sinks;
     const char *q; attn_dtype q_dtype; int64_t q_stride;
     char *out; attn_dtype out_dtype; int64_t out_stride;
     float *lse;
@@ -1801,24 +1850,22 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv
-       attn__decode_dot2_pv_cols attn__decode_dot_keys attn__decode_dot_keys_reg
-       attn__decode_dots attn__decode_dots_heads attn__decode_even_odd attn__decode_fold
-       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_load
-       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_order
-       attn__decode_pairs attn__decode_partition attn__decode_parts_store
-       attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
+       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
+       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
+       attn__decode_even_odd attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_in_place attn__decode_load attn__decode_load2 attn__decode_load_q
+       attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
+       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
-       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order
-       attn__decode_rows attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between
-       attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
-       attn__load_outputs attn__load_queries attn__pack_value_pairs attn__prefetch_tile
+       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
+       attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
+       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
+       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
+       attn__load_queries attn__logits_of attn__pack_value_pairs attn__prefetch_tile
        attn__prefill_item attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro
-       attn__qk_dot2_micro attn__qk_micro attn__rescale_of attn__softmax_lanes
-       attn__store_rows attn__table attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_scores attn__tile_value_pairs attn__to_f32 attn__transpose_block
-       attn__unfold attn__vexp attn__vtanh */
+       attn__qk_dot2_micro attn__qk_micro attn__rescale_of attn__softmax_lanes attn__store_rows
+       attn__table attn__tile_outputs attn__tile_rows attn__tile_rows16 attn__tile_scores
+       attn__tile_value_pairs attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -2042,9 +2089,16 @@ ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *sr
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [L] Bias builders. visible() is the one definition of the mask used by every builder. */
-ATTN__PRIVATE int attn__visible(int causal, int window, int64_t pos, int64_t j) {
-    return (!causal || j <= pos) && (window == 0 || pos - j < window);
+   [L] Bias builders, and the logits transform's parameters: a bias is what the transform
+   ([G], attn__logits_of in [T]) adds to a score, over the keys the mask lets each query see. */
+
+/* The transform of params, causal when `causal`; returns what queries are multiplied by before
+   it: the scale, or scale / cap under a soft cap (the transform is then given s / cap). */
+ATTN__PRIVATE float attn__logits_init(attn__logits *T, const attn_params *p, int causal) {
+    float scale = attn__scale(p);
+    T->cap = p->logits_soft_cap; T->slopes = p->alibi_slopes;
+    T->causal = causal != 0; T->window = p->sliding_window;
+    return T->cap > 0.0f ? scale / T->cap : scale;
 }
 
 ATTNDEF void attn_alibi_slopes(int num_heads, float *slopes) {
@@ -2063,41 +2117,54 @@ ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int k
     return ATTN_OK;
 }
 
-/* The one builder behind the three public ones. */
-ATTN__PRIVATE void attn__fill_bias(int num_heads, const float *slopes, int window, int q_len,
-                                   int kv_len, int causal, float *bias) {
-    for (int h = 0; h < num_heads; h++)
+/* The one builder behind the three public ones: -inf outside each row's visible keys, else
+   the transform's scalar instance on a score that adds nothing. T has no cap: a soft cap is
+   not a sum, so no bias holds it. */
+ATTN__PRIVATE void attn__fill_bias(const attn__logits *T, int num_heads, int q_len, int kv_len,
+                                   float *bias) {
+    float none = T->slopes ? -0.0f : 0.0f;  /* slope * d + -0 is slope * d to its sign */
+    for (int h = 0; h < num_heads; h++) {
+        float slope = attn__logits_slope(T, h);
         for (int i = 0; i < q_len; i++) {
-            int64_t pos = (int64_t)kv_len - q_len + i;
+            int64_t pos = (int64_t)kv_len - q_len + i, lo, hi;
             float *row = bias + ((size_t)h * q_len + i) * kv_len;
+            attn__visible_keys(T, pos, pos, kv_len, &lo, &hi);
             for (int j = 0; j < kv_len; j++)
-                row[j] = !attn__visible(causal, window, pos, j) ? -INFINITY
-                         : slopes ? slopes[h] * (float)(j - pos) : 0.0f;
+                row[j] = j < lo || j >= hi ? -INFINITY
+                         : attn__logits_of__scalar(T, none, 1.0f, slope, (float)(j - pos), 0,
+                                                   0.0f, 0.0f);
         }
+    }
 }
 
 ATTNDEF attn_status attn_make_alibi_bias(int num_heads, const float *slopes, int q_len, int kv_len,
                                          int causal, float *bias) {
+    attn__logits T = {0};
     ATTN__TRY(attn__bias_shape_check(num_heads, q_len, kv_len, bias));
     ATTN__CHECK(slopes && attn__finite_array(slopes, num_heads), ATTN_ERR_INVALID_ARG);
-    attn__fill_bias(num_heads, slopes, 0, q_len, kv_len, causal, bias);
+    T.slopes = slopes; T.causal = causal != 0;
+    attn__fill_bias(&T, num_heads, q_len, kv_len, bias);
     return ATTN_OK;
 }
 
 ATTNDEF attn_status attn_make_sliding_window_bias(int window, int q_len, int kv_len, int causal,
                                                   float *bias) {
+    attn__logits T = {0};
     ATTN__TRY(attn__bias_shape_check(1, q_len, kv_len, bias));
     ATTN__CHECK(window >= 1, ATTN_ERR_INVALID_ARG);
-    attn__fill_bias(1, NULL, window, q_len, kv_len, causal, bias);
+    T.window = window; T.causal = causal != 0;
+    attn__fill_bias(&T, 1, q_len, kv_len, bias);
     return ATTN_OK;
 }
 
 ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_len, int causal,
                                    float *bias) {
+    attn__logits T;
     ATTN__TRY(attn_params_check(params));
     ATTN__TRY(attn__bias_shape_check(params->num_heads, q_len, kv_len, bias));
-    attn__fill_bias(params->num_heads, params->alibi_slopes, params->sliding_window, q_len,
-                    kv_len, causal, bias);
+    attn__logits_init(&T, params, causal);
+    T.cap = 0.0f;
+    attn__fill_bias(&T, params->num_heads, q_len, kv_len, bias);
     return ATTN_OK;
 }
 
@@ -2168,14 +2235,11 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
    number of items, or -1 when there are more than an int can count. */
 ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_params *p,
                                               const int32_t *q_start, int num_seqs, int causal) {
-    float scale = attn__scale(p);
     int64_t items = 0;
     P->H = p->num_heads; P->Hk = p->num_kv_heads; P->G = P->H / P->Hk; P->D = p->head_size;
     P->Dp = attn__padded_dims(P->D);
-    P->causal = causal != 0; P->window = p->sliding_window;
-    P->cap = p->logits_soft_cap;
-    P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;  /* scores come out as s or s/cap */
-    P->slopes = p->alibi_slopes; P->sinks = p->sinks;
+    P->q_mul = attn__logits_init(&P->logits, p, causal);  /* scores come out as s or s/cap */
+    P->sinks = p->sinks;
     P->num_seqs = num_seqs; P->tile_tokens = attn__tile_tokens(P->G);
     P->rows_cap = attn__rows_cap(P->G);
     P->q_start = q_start;
@@ -3005,11 +3069,9 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     }
     part_start[a->num_seqs] = acc;
     ATTN__CHECK(acc * Hk <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    float scale = attn__scale(params);
     P->H = H; P->Hk = Hk; P->G = H / Hk; P->D = D;
-    P->window = params->sliding_window; P->cap = params->logits_soft_cap;
-    P->q_mul = P->cap > 0.0f ? scale / P->cap : scale;
-    P->slopes = params->alibi_slopes; P->sinks = params->sinks;
+    P->q_mul = attn__logits_init(&P->logits, params, 1);
+    P->sinks = params->sinks;
     P->q = (const char *)a->q.data; P->q_dtype = a->q.dtype;
     P->q_stride = a->q.stride ? a->q.stride : (int64_t)H * D;
     P->out = (char *)a->out.data; P->out_dtype = a->out.dtype;
@@ -3910,7 +3972,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 
 /* ---------------------------------------------------------------------------------------------
-   [T] Elementwise math over the vector layer. */
+   [T] Elementwise math over the vector layer, and the logits transform. */
 
 /* Two vectors of fp8 codes at once, where the ISA converts them together (see
    attn__e4m3_f16__avx2); otherwise one at a time. */
@@ -3960,6 +4022,22 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__vtanh)(ATTN__VF x) {
     ATTN__VF t = ATTN__VMUL(ATTN__VSUB(ATTN__VSET1(1.0f), e),
                             ATTN__VDIV(ATTN__VSET1(1.0f), ATTN__VADD(ATTN__VSET1(1.0f), e)));
     return ATTN__VLT_SELECT(x, ATTN__VZERO(), ATTN__VSUB(ATTN__VZERO(), t), t);
+}
+
+/* SEMANTICS past the dot product, on a vector of scores x whose keys lie at d = j - pos from
+   their queries: x times mul (unless 1: scores whose query was not pre-scaled), the soft cap
+   (x is then s / cap), ALiBi with the lanes' slopes, and -inf where d is outside [lo, hi]
+   (attn__mask_bounds) when `masked`. Callers that know each query's visible keys pass only
+   those, unmasked. The decode softmax and the bias builders take the scalar instance. */
+ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__logits_of)(const attn__logits *T, ATTN__VF x,
+                                                              float mul, ATTN__VF slope,
+                                                              ATTN__VF d, int masked, ATTN__VF lo,
+                                                              ATTN__VF hi) {
+    if (mul != 1.0f) x = ATTN__VMUL(x, ATTN__VSET1(mul));
+    if (T->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(T->cap));
+    if (T->slopes) x = ATTN__VFMA(slope, d, x);
+    if (masked) x = ATTN__VIN_SELECT(d, lo, hi, x, ATTN__VSET1(-INFINITY));
+    return x;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -4274,8 +4352,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_R
 }
 #endif
 
-/* Online softmax of one vector of rows over a tile of n keys: scales the scores by score_mul,
-   applies cap, ALiBi and the mask (when `masked`), updates the rows' m and l and leaves their
+/* Online softmax of one vector of rows over a tile of n keys: applies the logits transform
+   (score_mul, cap, ALiBi, and the mask when `masked`), updates the rows' m and l and leaves their
    rescale factor in a. dist0 is the first key's position minus the item's first query position;
    rel holds each row's query position minus that first one, so dist0 + c - rel is key minus
    query position. With `pairs` the probabilities are left as bf16 pairs of keys. */
@@ -4283,23 +4361,22 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, fl
                                                  int rs, int n, float dist0, int masked,
                                                  float score_mul, int pairs,
                                                  const attn__prefill_scratch *sc, int r0) {
+    attn__logits T = P->logits;
     ATTN__VF rel = ATTN__VLOAD(sc->rel + r0), slope = ATTN__VLOAD(sc->slope + r0);
     ATTN__VF ninf = ATTN__VSET1(-INFINITY), xmax = ninf, sum = ATTN__VZERO();
-    ATTN__VF lo = ATTN__VSET1(P->window ? (float)(1 - P->window) : -INFINITY);
-    ATTN__VF hi = ATTN__VSET1(P->causal ? 0.0f : INFINITY);
+    int64_t d_lo, d_hi;  /* as floats: exact, or past any distance on an open side */
+    attn__mask_bounds(&T, &d_lo, &d_hi);
+    ATTN__VF lo = ATTN__VSET1((float)d_lo), hi = ATTN__VSET1((float)d_hi);
     /* shaped scores are rewritten in place; plain ones stay raw and take score_mul (> 0, so
        it commutes with max) inside the exponent's FMA */
-    int c, shape = P->cap > 0.0f || P->slopes || masked;
+    int c, shape = attn__logits_shaped(&T) || masked;
     ATTN__VF mul = ATTN__VSET1(score_mul), exp_mul = shape ? ATTN__VSET1(1.0f) : mul;
     for (c = 0; c < n; c++) {
         float *sc_row = s + (size_t)c * rs;
         ATTN__VF x = ATTN__VLOAD(sc_row);
         if (shape) {
             ATTN__VF dist = ATTN__VSUB(ATTN__VSET1(dist0 + (float)c), rel);
-            if (score_mul != 1.0f) x = ATTN__VMUL(x, mul);
-            if (P->cap > 0.0f) x = ATTN__VMUL(ATTN__FN(attn__vtanh)(x), ATTN__VSET1(P->cap));
-            if (P->slopes) x = ATTN__VFMA(slope, dist, x);
-            if (masked) x = ATTN__VIN_SELECT(dist, lo, hi, x, ninf);
+            x = ATTN__FN(attn__logits_of)(&T, x, score_mul, slope, dist, masked, lo, hi);
             ATTN__VSTORE(sc_row, x);
         }
         xmax = ATTN__VMAX(xmax, x);
@@ -4337,7 +4414,7 @@ ATTN__PRIVATE void ATTN__FN(attn__init_rows)(const attn__prefill_plan *P, int g,
         int h = g * G + r % G, real = r < rows;
         sc->m[r] = real && P->sinks ? P->sinks[h] : -INFINITY;
         sc->l[r] = real && P->sinks ? 1.0f : 0.0f;
-        sc->slope[r] = real && P->slopes ? P->slopes[h] : 0.0f;
+        sc->slope[r] = real ? attn__logits_slope(&P->logits, h) : 0.0f;
         sc->rel[r] = (float)(r / G);
         sc->a[r] = 1.0f;
     }
@@ -4397,7 +4474,7 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
         int n = ATTN__MIN(ATTN__L, rows - r0), has_keys[ATTN__L];
         float inv[ATTN__L];
         for (i = 0; i < n; i++) {
-            has_keys[i] = Lk > 0 && (!P->causal || pos0 + (r0 + i) / G >= 0);
+            has_keys[i] = attn__sees_keys(&P->logits, pos0 + (r0 + i) / G, Lk);
             inv[i] = has_keys[i] ? 1.0f / sc->l[r0 + i] : 0.0f;
         }
         for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
@@ -4416,8 +4493,9 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
 /* Whether any row of [r0, r0 + L) masks any key of [k0, k0 + n): decides the softmax path. */
 ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int64_t pos0, int r0,
                                                int64_t k0, int n) {
-    int64_t first = pos0 + r0 / P->G, last = pos0 + (r0 + ATTN__L - 1) / P->G;
-    return (P->causal && k0 + n - 1 > first) || (P->window && k0 < last - P->window + 1);
+    int64_t first = pos0 + r0 / P->G, last = pos0 + (r0 + ATTN__L - 1) / P->G, lo, hi;
+    attn__mask_bounds(&P->logits, &lo, &hi);
+    return k0 - last < lo || k0 + n - 1 - first > hi;  /* the nearest and farthest distances */
 }
 
 /* Asks for the key and value rows [k0, k0+n) of (sequence, KV head g) to be brought into
@@ -4499,7 +4577,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
     int rows_pad = (rows + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
-    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg = 0, kend = Lk;
+    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg, kend;
 #if ATTN__HAS_DOT2
     pairs = P->bf16_pairs && ATTN__DOT2_READY();
 #endif
@@ -4507,8 +4585,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
                                  P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, pairs, &sc);
-    if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
-    if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
+    attn__visible_keys(&P->logits, pos0, pmax, Lk, &kbeg, &kend);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
         int next = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0 - n);
@@ -4599,14 +4676,13 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * P->G;
     int rows_pad = (rows + ATTN__L - 1) / ATTN__L * ATTN__L;
-    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg = 0, kend = Lk;
+    int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg, kend;
 
     attn__dnnl_scratch_of(P, thread, &dn);
     sc = attn__dnnl_lanes(&dn);
     ATTN__FN(attn__dnnl_pack_q)(P, C->bf16, qs + i0, g, rows, rs, dn.q);
     ATTN__FN(attn__init_rows)(P, g, rows, rs, &sc);
-    if (P->causal) kend = ATTN__MIN(Lk, pmax + 1);
-    if (P->window) kbeg = ATTN__MAX((int64_t)0, pos0 - P->window + 1);
+    attn__visible_keys(&P->logits, pos0, pmax, Lk, &kbeg, &kend);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__DNNL_KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__DNNL_KEY_TILE, kend - k0);
         int wi = (n + ATTN__DNNL_KEY_STEP - 1) / ATTN__DNNL_KEY_STEP - 1;  /* narrowest shape */
@@ -5363,21 +5439,20 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
     }
 }
 
-/* Softmax of one head's logits over the partition: applies cap and ALiBi (query at pos),
-   returns m and l, leaves exp(s - m) in place. */
+/* Softmax of one head's logits over the partition's keys [lo, lo + n), all visible to the query
+   at pos: applies the logits transform (its scalar instance, in every pass), returns m and l,
+   leaves exp(s - m) in place. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h, int64_t pos,
                                                   int64_t lo, int n, float *ATTN_RESTRICT s,
                                                   float *m_out, float *l_out) {
+    attn__logits T = P->logits;
     int c = 0, nv = n / ATTN__L * ATTN__L;
-    float m = -INFINITY, l = 0.0f, slope = P->slopes ? P->slopes[h] : 0.0f;
+    float m = -INFINITY, l = 0.0f, slope = attn__logits_slope(&T, h);
     ATTN__VF vmax = ATTN__VSET1(-INFINITY), vsum = ATTN__VZERO();
-    if (P->cap > 0.0f || P->slopes)
-        for (c = 0; c < n; c++) {  /* scalar: n is at most one partition, and this is not the hot part */
-            float x = s[c];
-            if (P->cap > 0.0f) x = P->cap * attn__vtanh__scalar(x);
-            if (P->slopes) x += slope * (float)(lo + c - pos);
-            s[c] = x;
-        }
+    if (attn__logits_shaped(&T))  /* scalar: at most one partition, not the hot part */
+        for (c = 0; c < n; c++)
+            s[c] = attn__logits_of__scalar(&T, s[c], 1.0f, slope, (float)(lo + c - pos), 0, 0.0f,
+                                           0.0f);
     for (c = 0; c < nv; c += ATTN__L) vmax = ATTN__VMAX(vmax, ATTN__VLOAD(s + c));
     m = ATTN__VHMAX(vmax);
     for (; c < n; c++) m = ATTN__MAX(m, s[c]);
@@ -5444,9 +5519,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
                                                     int part, int thread) {
     attn__decode_scratch sc;
     int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, g, h, d;
-    int64_t L = P->seq_lens[seq], pos = L - 1;
-    int64_t lo = (int64_t)part * ATTN_PARTITION_TOKENS, hi = ATTN__MIN(lo + ATTN_PARTITION_TOKENS, L);
-    if (P->window) lo = ATTN__MAX(lo, L - P->window);
+    int64_t L = P->seq_lens[seq], pos = L - 1, lo, hi;
+    attn__visible_keys(&P->logits, pos, pos, L, &lo, &hi);
+    lo = ATTN__MAX(lo, (int64_t)part * ATTN_PARTITION_TOKENS);
+    hi = ATTN__MIN(hi, (int64_t)part * ATTN_PARTITION_TOKENS + ATTN_PARTITION_TOKENS);
     if (lo >= hi) {  /* wholly outside the window: nothing to read */
         for (g = g0; g < g1; g++) {
             float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
@@ -5502,7 +5578,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
             for (; d < D; d++) acc[d] += o[d] * w;
             l += part[G + h] * w;
         }
-        int has_keys = P->seq_lens[seq] > 0;
+        int has_keys = attn__sees_keys(&P->logits, P->seq_lens[seq] - 1, P->seq_lens[seq]);
         float inv = has_keys ? 1.0f / l : 0.0f;
         for (d = 0; d < D; d++) acc[d] *= inv;
         ATTN__FN(attn__from_f32)(P->out + (size_t)(seq * P->out_stride + (int64_t)hq * D) * osz,

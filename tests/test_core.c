@@ -418,6 +418,29 @@ TEST(bias_builders_match_reference) {
                     }
 }
 
+/* Each visible entry is the reference's exact product slope * (j - pos) rounded once, to the
+   bit: a zero slope or a negative one on the diagonal gives -0 where the product is -0, and a
+   bias without ALiBi is +0. */
+TEST(bias_builders_exact_products) {
+    float slopes[3] = {-0.5f, 0.0f, 0.375f}, got[3 * 4 * 6];
+    double want[3 * 4 * 6];
+    for (int causal = 0; causal < 2; causal++)
+        for (int alibi = 0; alibi < 2; alibi++) {
+            attn_params p;
+            int bad = 0;
+            memset(&p, 0, sizeof p);
+            p.num_heads = 3; p.num_kv_heads = 1; p.head_size = 8; p.sliding_window = 3;
+            p.alibi_slopes = alibi ? slopes : NULL;
+            CHECK_STATUS(attn_make_bias(&p, 4, 6, causal, got), ATTN_OK);
+            ref_bias(&p, causal, 4, 6, want);
+            for (int i = 0; i < 3 * 4 * 6; i++) {
+                float w = (float)want[i];
+                bad += memcmp(&got[i], &w, sizeof w) != 0;
+            }
+            CHECK_MSG(bad == 0, "causal=%d alibi=%d: %d entries differ", causal, alibi, bad);
+        }
+}
+
 TEST(bias_builders_reject_bad_input) {
     float slopes[2] = {0.5f, 0.25f}, buf[4] = {7, 7, 7, 7};
     CHECK_STATUS(attn_make_sliding_window_bias(0, 2, 2, 1, buf), ATTN_ERR_INVALID_ARG);
@@ -444,4 +467,6 @@ TEST(bias_builders_reject_bad_input) {
     ATTN_TEST_ENTRY(threading_driver_visits_every_item_once),                                     \
     ATTN_TEST_ENTRY(params_check_rejects_each_bad_field),                                         \
     ATTN_TEST_ENTRY(alibi_slopes_match_formula_for_1_to_64_heads),                                \
-    ATTN_TEST_ENTRY(bias_builders_match_reference), ATTN_TEST_ENTRY(bias_builders_reject_bad_input)
+    ATTN_TEST_ENTRY(bias_builders_match_reference),                                               \
+    ATTN_TEST_ENTRY(bias_builders_exact_products),                                                \
+    ATTN_TEST_ENTRY(bias_builders_reject_bad_input)
