@@ -2139,9 +2139,10 @@ ATTN__PRIVATE void attn__fill_bias(const attn__logits *T, int num_heads, int q_l
 
 ATTNDEF attn_status attn_make_alibi_bias(int num_heads, const float *slopes, int q_len, int kv_len,
                                          int causal, float *bias) {
-    attn__logits T = {0};
+    attn__logits T;
     ATTN__TRY(attn__bias_shape_check(num_heads, q_len, kv_len, bias));
     ATTN__CHECK(slopes && attn__finite_array(slopes, num_heads), ATTN_ERR_INVALID_ARG);
+    memset(&T, 0, sizeof T);
     T.slopes = slopes; T.causal = causal != 0;
     attn__fill_bias(&T, num_heads, q_len, kv_len, bias);
     return ATTN_OK;
@@ -2149,9 +2150,10 @@ ATTNDEF attn_status attn_make_alibi_bias(int num_heads, const float *slopes, int
 
 ATTNDEF attn_status attn_make_sliding_window_bias(int window, int q_len, int kv_len, int causal,
                                                   float *bias) {
-    attn__logits T = {0};
+    attn__logits T;
     ATTN__TRY(attn__bias_shape_check(1, q_len, kv_len, bias));
     ATTN__CHECK(window >= 1, ATTN_ERR_INVALID_ARG);
+    memset(&T, 0, sizeof T);
     T.window = window; T.causal = causal != 0;
     attn__fill_bias(&T, 1, q_len, kv_len, bias);
     return ATTN_OK;
@@ -4470,11 +4472,12 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
                                               const attn__prefill_scratch *sc) {
     int G = P->G, D = P->D, rs = P->rows_cap, r0, i, d;
     size_t osz = attn_dtype_size(P->out_dtype), stride = (size_t)attn__block_row_stride(D);
+    attn__logits T = P->logits;  /* kept in registers across the calls below */
     for (r0 = 0; r0 < rows; r0 += ATTN__L) {
         int n = ATTN__MIN(ATTN__L, rows - r0), has_keys[ATTN__L];
         float inv[ATTN__L];
         for (i = 0; i < n; i++) {
-            has_keys[i] = attn__sees_keys(&P->logits, pos0 + (r0 + i) / G, Lk);
+            has_keys[i] = attn__sees_keys(&T, pos0 + (r0 + i) / G, Lk);
             inv[i] = has_keys[i] ? 1.0f / sc->l[r0 + i] : 0.0f;
         }
         for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
