@@ -1850,22 +1850,23 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
-       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
-       attn__decode_even_odd attn__decode_fold attn__decode_format attn__decode_fp8
-       attn__decode_in_place attn__decode_load attn__decode_load2 attn__decode_load_q
-       attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
-       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
-       attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
-       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
-       attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
-       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
-       attn__load_queries attn__logits_of attn__pack_value_pairs attn__prefetch_tile
-       attn__prefill_item attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro
-       attn__qk_dot2_micro attn__qk_micro attn__rescale_of attn__softmax_lanes attn__store_rows
-       attn__table attn__tile_outputs attn__tile_rows attn__tile_rows16 attn__tile_scores
-       attn__tile_value_pairs attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv
+       attn__decode_dot2_pv_cols attn__decode_dot_keys attn__decode_dot_keys_reg
+       attn__decode_dots attn__decode_dots_heads attn__decode_even_odd attn__decode_fold
+       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_load
+       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_order
+       attn__decode_pairs attn__decode_partition attn__decode_parts_store attn__decode_parts_zero
+       attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16 attn__decode_pv
+       attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key attn__decode_reduce_parts
+       attn__decode_restore_order attn__decode_rows attn__decode_rows_of attn__decode_softmax
+       attn__decode_softmax_heads attn__decode_unpack_order attn__decode_wide_heads
+       attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32
+       attn__init_rows attn__load_outputs attn__load_queries attn__logits_of
+       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
+       attn__pv_dot2_micro attn__pv_micro attn__qk_dot2_micro attn__qk_micro attn__rescale_of
+       attn__softmax_lanes attn__store_rows attn__table attn__tile_outputs attn__tile_rows
+       attn__tile_rows16 attn__tile_scores attn__tile_value_pairs attn__to_f32
+       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
