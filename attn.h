@@ -20,6 +20,9 @@
        ATTN_NO_AVX512            off            do not compile the AVX-512 kernels
        ATTN_NO_NEON              off            do not compile the NEON kernels (aarch64)
        ATTN_NO_RUNTIME_DISPATCH  off            compile only the ISAs the compiler flags enable
+       ATTN_NO_FP8_KERNELS       off            fp8 KV caches are decoded through f32 copies of
+                                                their rows, not by kernels of their own: slower
+                                                fp8 decode, the same results, a faster build
        ATTN_USE_OPENMP           on if _OPENMP  run work items on OpenMP threads
        ATTN_NO_OPENMP            off            never use OpenMP, even with -fopenmp
        ATTN_USE_ONEDNN           off            prefill GEMMs on oneDNN when asked (-ldnnl, see ONEDNN)
@@ -213,7 +216,7 @@ ATTNDEF const char *attn_status_str(attn_status status);
 ATTNDEF int attn_version(void);
 
 /* What the implementation was compiled with, e.g. "attn.h 0.1.0 isa=scalar,avx2,avx512
-   openmp=yes onednn=no". Static string. */
+   openmp=yes onednn=no" (and " fp8_kernels=no" under ATTN_NO_FP8_KERNELS). Static string. */
 ATTNDEF const char *attn_build_info(void);
 
 /* ---------------------------------------------------------------------------------------------
@@ -792,7 +795,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
-#if defined(ATTN__HAVE_AVX512) && defined(__GNUC__)
+#if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
 #define ATTN__HAVE_E4M3_LUT 1
 #endif
 
@@ -905,10 +908,15 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #else
 #define ATTN__INFO_DNNL " onednn=no"
 #endif
+#ifdef ATTN_NO_FP8_KERNELS
+#define ATTN__INFO_FP8 " fp8_kernels=no"
+#else
+#define ATTN__INFO_FP8 ""
+#endif
 
 ATTNDEF const char *attn_build_info(void) {
     return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
-        ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL;
+        ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1032,6 +1040,17 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
 #define ATTN__DTC_PLAIN ATTN__DT_ACTIVATION
 #define ATTN__DTC_EVEN_ODD (ATTN__DT_ACTIVATION | ATTN__DT_EVEN_ODD)
 #define ATTN__DTC_FP8 ATTN__DT_FP8
+/* Whether decode has kernel instances of their own for the FP8 class (ATTN_NO_FP8_KERNELS);
+   ATTN__KERNELS_<class>(a, b) is a where a class has them, else b. */
+#ifdef ATTN_NO_FP8_KERNELS
+#define ATTN__FP8_KERNELS 0
+#define ATTN__KERNELS_FP8(a, b) b
+#else
+#define ATTN__FP8_KERNELS 1
+#define ATTN__KERNELS_FP8(a, b) a
+#endif
+#define ATTN__KERNELS_PLAIN(a, b) a
+#define ATTN__KERNELS_EVEN_ODD(a, b) a
 
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype) {
 #define ATTN__DTYPE_SIZE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
@@ -4717,8 +4736,11 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
-/* Whether K/V rows are read from the cache itself (see attn__decode_rows). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) { return P->D % ATTN__L == 0; }
+/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
+   without kernels of its own (ATTN_NO_FP8_KERNELS). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
+    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
+}
 
 /* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
@@ -5366,9 +5388,10 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     }
 /* One per dtype, attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
    attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2), and
-   attn__decode_chunk_e4m3_lut for e4m3 through the byte tables. */
+   attn__decode_chunk_e4m3_lut for e4m3 through the byte tables; none for fp8 under
+   ATTN_NO_FP8_KERNELS. */
 #define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
-    ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t, ATTN__FMT_##U)
+    ATTN__KERNELS_##cls(ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t, ATTN__FMT_##U), )
 ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
 ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
@@ -5383,7 +5406,8 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
                                                               attn__decode_ahead cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
-    case ATTN__FMT_##U: return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS);
+    case ATTN__FMT_##U:                                                                           \
+        ATTN__KERNELS_##cls(return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), break);
     switch (ATTN__FN(attn__decode_format)(r.dt)) {
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:

@@ -23,6 +23,8 @@
 # only on a machine with AVX-512 (BF16), NEON only on aarch64; the last line names the ISAs that
 # ran. The oneDNN engine only when BITWISE_CFLAGS="-DATTN_USE_ONEDNN" BITWISE_LIBS=-ldnnl are
 # given. Equal hashes on this sweep are evidence, not proof, for shapes outside it.
+# BITWISE_TREE_CFLAGS go to the working tree's build only: BITWISE_TREE_CFLAGS=-DATTN_NO_FP8_KERNELS
+# with REV=HEAD checks that a configuration macro changes no output.
 # Run: `sh tests/bitwise.sh REV` or `make bitwise BASE=REV`.
 set -u
 REV=${1:-4c678e4}
@@ -69,7 +71,8 @@ for cc in $compilers; do
             fi
         fi
         # shellcheck disable=SC2086
-        if ! nice $cc -std=c99 -O2 -fopenmp ${BITWISE_CFLAGS:-} -I"$inc" "$root/tests/bitwise.c" \
+        extra=; [ $side = tree ] && extra=${BITWISE_TREE_CFLAGS:-}
+        if ! nice $cc -std=c99 -O2 -fopenmp ${BITWISE_CFLAGS:-} $extra -I"$inc" "$root/tests/bitwise.c" \
                 -o "$tmp/$name-$side" -lm ${BITWISE_LIBS:-}; then
             echo "bitwise: building tests/bitwise.c with $name against the $side attn.h failed"
             exit 2

@@ -27,6 +27,11 @@ TEST(version_and_build_info) {
 #else
     CHECK(strstr(attn_build_info(), "openmp=no") != NULL);
 #endif
+#ifdef ATTN_NO_FP8_KERNELS
+    CHECK(strstr(attn_build_info(), "fp8_kernels=no") != NULL);
+#else
+    CHECK(strstr(attn_build_info(), "fp8_kernels") == NULL);
+#endif
 }
 
 TEST(dtype_sizes_and_names) {
