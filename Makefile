@@ -49,7 +49,7 @@ FLAGS_clang := $(OPT)
 endif
 
 .PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise \
-        compile-time
+        compile-time install uninstall
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -105,6 +105,19 @@ bench: $(B)/attn_bench
 $(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra -O3 -fopenmp -DATTN_USE_ONEDNN -I. $< -o $@ $(LDLIBS) -ldnnl
 bench-onednn: $(B)/attn_bench_onednn
+
+# Installs attn.h and a pkg-config file (attn.pc, header-only: share/pkgconfig); DESTDIR stages
+# it. CMake users: CMakeLists.txt offers attn::attn (add_subdirectory, or find_package after
+# `cmake --install`).
+PREFIX ?= /usr/local
+ATTN_VERSION := $(shell sed -n 's/^\#define ATTN_VERSION_STRING "\(.*\)"/\1/p' attn.h)
+install:
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig
+	install -m 644 attn.h $(DESTDIR)$(PREFIX)/include/attn.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in \
+	    > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
 
 clean:
 	rm -rf $(B)

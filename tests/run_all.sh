@@ -32,6 +32,9 @@ echo "=== compile checks"
 sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1
 cat "$B/compile_checks.log"; last=$(tail -n 1 "$B/compile_checks.log")
 add "$last"
+echo "=== packaging"
+sh tests/install_check.sh "$B" > "$B/install_check.log" 2>&1
+cat "$B/install_check.log"; add "$(tail -n 1 "$B/install_check.log")"
 echo "=== examples"
 ep=0; ef=0
 for ex in "$B"/ex_*; do
