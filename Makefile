@@ -49,7 +49,7 @@ FLAGS_clang := $(OPT)
 endif
 
 .PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise \
-        compile-time
+        compile-time install uninstall
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -68,6 +68,15 @@ EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(wildcard examples/*.c))
 $(B)/ex_%: examples/%.c attn.h | $(B)
 	$(CC) $(WARN) $(OPT) -fopenmp -I. $< -o $@ $(LDLIBS)
 examples: $(EXAMPLES)
+# The vendored-build example as its comment builds it: -Os, no OpenMP; and cross-built for
+# aarch64 where the NEON suite is (run under qemu by tests/run_all.sh).
+$(B)/ex_embedded: examples/embedded.c attn.h | $(B)
+	$(CC) $(WARN) -Os -I. $< -o $@ $(LDLIBS)
+ifneq ($(NEON_TEST),)
+EMBEDDED_AARCH64 := $(B)/embedded_aarch64
+endif
+$(B)/embedded_aarch64: examples/embedded.c attn.h | $(B)
+	$(AARCH64_CC) $(WARN) -Os -static -I. $< -o $@ $(LDLIBS)
 
 # Compile checks: the header as users will build it (C++, strict C99, declarations-only unit
 # linked with an implementation unit, ATTN_STATIC in two units).
@@ -81,7 +90,7 @@ compile-time: | $(B)
 	@sh tests/compile_time.sh $(B) $(CC) $(if $(filter-out clang,$(CC)),$(if $(shell command -v clang 2>/dev/null),clang))
 
 # Runs every configuration (and the examples), prints each one's results and, last, the sum.
-test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST)
+test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMBEDDED_AARCH64)
 ifneq ($(ATTN_ONEDNN),1)
 	@echo "=== configurations onednn, onednn_sanitize: SKIPPED (no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev)"
 endif
@@ -105,6 +114,19 @@ bench: $(B)/attn_bench
 $(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra -O3 -fopenmp -DATTN_USE_ONEDNN -I. $< -o $@ $(LDLIBS) -ldnnl
 bench-onednn: $(B)/attn_bench_onednn
+
+# Installs attn.h and a pkg-config file (attn.pc, header-only: share/pkgconfig); DESTDIR stages
+# it. CMake users: CMakeLists.txt offers attn::attn (add_subdirectory, or find_package after
+# `cmake --install`).
+PREFIX ?= /usr/local
+ATTN_VERSION := $(shell sed -n 's/^\#define ATTN_VERSION_STRING "\(.*\)"/\1/p' attn.h)
+install:
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig
+	install -m 644 attn.h $(DESTDIR)$(PREFIX)/include/attn.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in \
+	    > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
 
 clean:
 	rm -rf $(B)

@@ -32,6 +32,9 @@ echo "=== compile checks"
 sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1
 cat "$B/compile_checks.log"; last=$(tail -n 1 "$B/compile_checks.log")
 add "$last"
+echo "=== packaging"
+sh tests/install_check.sh "$B" > "$B/install_check.log" 2>&1
+cat "$B/install_check.log"; add "$(tail -n 1 "$B/install_check.log")"
 echo "=== examples"
 ep=0; ef=0
 for ex in "$B"/ex_*; do
@@ -39,6 +42,12 @@ for ex in "$B"/ex_*; do
     if "$ex" > "$B/$(basename "$ex").out" 2>&1; then ep=$((ep + 1)); echo "PASS $(basename "$ex")";
     else ef=$((ef + 1)); echo "FAIL $(basename "$ex")"; cat "$B/$(basename "$ex").out"; fi
 done
+# The vendored-build example cross-built for aarch64, under qemu-user like the NEON suite.
+if [ -n "${QEMU_AARCH64:-}" ] && [ -x "$B/embedded_aarch64" ]; then
+    if "$QEMU_AARCH64" "$B/embedded_aarch64" > "$B/embedded_aarch64.out" 2>&1; then
+        ep=$((ep + 1)); echo "PASS embedded_aarch64 (qemu)"
+    else ef=$((ef + 1)); echo "FAIL embedded_aarch64 (qemu)"; cat "$B/embedded_aarch64.out"; fi
+fi
 add "$ep passed, $ef failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
