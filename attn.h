@@ -135,6 +135,9 @@
    ERRORS
        Every fallible function returns attn_status. Bad input returns a code and writes nothing
        (outputs, caches and pools are untouched). The library never prints, aborts or exits.
+       attn_forward also writes which check failed, naming the field and its values, into
+       exec->error_msg when the caller gives one (no global or thread-local state), and
+       attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
        0.2.0  (2026-11-23)  prefill with query rows in vector lanes; AVX-512 BF16 dot products
@@ -576,9 +579,11 @@ ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_b
    (refcount > 1) and n_tokens > 0, a fresh block replaces it in the table, the pair
    (old, fresh) is written to cow_pairs[0], *n_cow = 1, and the old block loses one reference.
    The caller must then copy block old to block fresh in every layer (attn_copy_blocks with
-   these pairs) BEFORE writing the new tokens' K/V. At most one pair per call, so cow_pairs needs
-   room for 1 row; cow_pairs and n_cow may be NULL when the caller knows nothing is shared, and
-   if copy-on-write is needed while either is NULL the call fails with ATTN_ERR_INVALID_ARG.
+   these pairs, or md.blocks_to_copy of attn_forward) BEFORE writing the new tokens' K/V;
+   attn_batch_build ([4i]) does all of this for a step. At most one pair per call, so cow_pairs
+   needs room for 1 row; cow_pairs and n_cow may be NULL when the caller knows nothing is
+   shared, and if copy-on-write is needed while either is NULL the call fails with
+   ATTN_ERR_INVALID_ARG.
    On success *n_cow (when non-NULL) is 0 or 1.
    Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, n_tokens < 0, NULL slots with
    n_tokens > 0, a table entry that is not a live block id, missing cow buffers),

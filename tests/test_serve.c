@@ -39,7 +39,8 @@ static int tsv_init(tsv_world *w) {
     w->cmem = tu_alloc(cb); w->pmem = tu_alloc(pb); w->bmem = tu_alloc(bb);
     memset(w->cmem, 0x7f, cb);  /* stale blocks hold NaN-free junk that a missed copy exposes */
     if (attn_layer_init(&w->layer, &w->p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK ||
-        attn_kv_cache_init(&w->cache, TSV_BLOCKS, TSV_BS, TSV_HK, TSV_D, ATTN_F32, 1, 1, w->cmem, cb) ||
+        attn_kv_cache_init(&w->cache, TSV_BLOCKS, TSV_BS, TSV_HK, TSV_D, ATTN_F32, 1, 1, w->cmem,
+                           cb) ||
         attn_block_pool_init(&w->pool, TSV_BLOCKS, TSV_BS, w->pmem, pb) ||
         attn_batch_init(&w->batch, TSV_REQS, TSV_STEP_TOKENS, TSV_MAXB, w->bmem, bb))
         return 0;
@@ -66,9 +67,11 @@ static attn_status tsv_build(tsv_world *w, const int *who, const int *num_new, i
     for (int i = 0; i < n; i++)
         for (int j = 0; j < num_new[i]; j++, t++) {
             tsv_req *r = &w->req[who[i]];
-            for (int e = 0; e < TSV_QW; e++) w->q[t * TSV_QW + e] = attn_test_rand_uniform(&w->rng, -1, 1);
+            for (int e = 0; e < TSV_QW; e++)
+                w->q[t * TSV_QW + e] = attn_test_rand_uniform(&w->rng, -1, 1);
             for (int e = 0; e < TSV_KW; e++) {
-                float kv = attn_test_rand_uniform(&w->rng, -1, 1), vv = attn_test_rand_uniform(&w->rng, -1, 1);
+                float kv = attn_test_rand_uniform(&w->rng, -1, 1);
+                float vv = attn_test_rand_uniform(&w->rng, -1, 1);
                 w->k[t * TSV_KW + e] = r->k[(before[i] + j) * TSV_KW + e] = kv;
                 w->v[t * TSV_KW + e] = r->v[(before[i] + j) * TSV_KW + e] = vv;
             }
@@ -94,7 +97,8 @@ static void tsv_check_output(tsv_world *w) {
     for (int i = 0; i < w->n; i++) {
         tsv_req *r = &w->req[w->who[i]];
         int lq = w->num_new[i], lk = (int)r->seq.len;
-        ref_attention(&w->p, 1, lq, lk, w->q + t * TSV_QW, TSV_QW, r->k, TSV_KW, r->v, TSV_KW, want, NULL);
+        ref_attention(&w->p, 1, lq, lk, w->q + t * TSV_QW, TSV_QW, r->k, TSV_KW, r->v, TSV_KW,
+                      want, NULL);
         CHECK_ALLCLOSE_D(w->out + t * TSV_QW, want, lq * TSV_QW, 2e-5, 2e-5);
         t += lq;
     }
@@ -120,7 +124,7 @@ TEST(serve_builder_steps_match_reference) {
     { int who[] = {0, 1}, nn[] = {6, 2}; tsv_step(&w, who, nn, 2); }   /* two prompts, 0 chunked */
     CHECK_EQ_INT(w.md.num_prefills, 2);
     CHECK_EQ_INT(w.md.num_decode_tokens, 0);
-    { int who[] = {0, 1}, nn[] = {4, 1}; tsv_step(&w, who, nn, 2); }   /* 0's last chunk, 1 decodes */
+    { int who[] = {0, 1}, nn[] = {4, 1}; tsv_step(&w, who, nn, 2); }  /* last chunk; a decode */
     CHECK_EQ_INT(w.md.num_prefills, 1);
     CHECK_EQ_INT(w.md.num_decode_tokens, 1);
     CHECK_EQ_INT(w.md.context_lens[0], 6);
@@ -128,7 +132,7 @@ TEST(serve_builder_steps_match_reference) {
     REQUIRE(attn_seq_fork(&w.pool, &w.req[1].seq, &w.req[2].seq) == ATTN_OK);
     memcpy(w.req[2].k, w.req[1].k, sizeof w.req[1].k);
     memcpy(w.req[2].v, w.req[1].v, sizeof w.req[1].v);
-    { int who[] = {3, 1, 2}, nn[] = {5, 1, 1}; tsv_step(&w, who, nn, 3); }  /* arrival + 2 decodes */
+    { int who[] = {3, 1, 2}, nn[] = {5, 1, 1}; tsv_step(&w, who, nn, 3); }  /* new + 2 decodes */
     CHECK_EQ_INT(w.md.num_blocks_to_copy, 1);  /* 1 copied its block, then 2 wrote in place */
     CHECK_EQ_INT(w.md.num_prefills, 1);
     CHECK(w.req[1].seq.block_table[0] != w.req[2].seq.block_table[0]);
@@ -144,7 +148,8 @@ TEST(serve_builder_steps_match_reference) {
     {
         int who[] = {4, 5, 0}, nn[] = {TSV_MAXT, TSV_MAXT - 2, 1};
         CHECK_STATUS(tsv_build(&w, who, nn, 3), ATTN_ERR_OUT_OF_BLOCKS);
-        CHECK(tsv_contains(w.batch.error_msg, "free blocks (copy-on-write included) but the pool has"));
+        CHECK(tsv_contains(w.batch.error_msg,
+                           "free blocks (copy-on-write included) but the pool has"));
     }
     CHECK_EQ_INT(attn_block_pool_free_count(&w.pool), free_before);
     CHECK(memcmp(&s0, &w.req[0].seq, sizeof s0) == 0 && memcmp(&s4, &w.req[4].seq, sizeof s4) == 0);
@@ -199,7 +204,10 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     REQUIRE(attn_seq_fork(&w.pool, &w.req[2].seq, &w.req[3].seq) == ATTN_OK);
     memcpy(w.req[3].k, w.req[2].k, sizeof w.req[2].k);
     memcpy(w.req[3].v, w.req[2].v, sizeof w.req[2].v);
-    { int who[] = {0, 1, 2, 3}, nn[] = {3, 4, 1, 1}; REQUIRE(tsv_build(&w, who, nn, 4) == ATTN_OK); }
+    {
+        int who[] = {0, 1, 2, 3}, nn[] = {3, 4, 1, 1};
+        REQUIRE(tsv_build(&w, who, nn, 4) == ATTN_OK);
+    }
     REQUIRE(w.md.num_prefills == 2 && w.md.num_decode_tokens == 2 && w.md.num_blocks_to_copy == 1);
     size_t cbytes = sizeof cache_before;
     REQUIRE(cbytes == 2 * (size_t)TSV_BLOCKS * TSV_BS * TSV_KW * sizeof(float));
@@ -212,7 +220,8 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     memcpy(swapped + TSV_MAXB, tables, TSV_MAXB * sizeof(int32_t));
     memcpy(swapped + 2 * TSV_MAXB, tables + 2 * TSV_MAXB, 2 * TSV_MAXB * sizeof(int32_t));
     attn_metadata base = w.md;
-    base.seq_lens = lens; base.context_lens = ctx; base.query_start_loc = qsl; base.block_tables = tables;
+    base.seq_lens = lens; base.context_lens = ctx;
+    base.query_start_loc = qsl; base.block_tables = tables;
     struct { const char *what; attn_status want; const char *part; } c[16];
     attn_metadata md[16];
     int64_t kstride[16];
@@ -232,9 +241,11 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     TSV_CASE("a copy-on-write pair listed twice", ATTN_ERR_INVALID_ARG,
             "blocks_to_copy: a destination twice");
     md[nc - 1].num_blocks_to_copy = 2;  /* set below: the builder's pair twice */
-    TSV_CASE("block_tables rows in request order", ATTN_ERR_INVALID_ARG, "but sequence 0's position 5 is at block_tables[0][1]");
+    TSV_CASE("block_tables rows in request order", ATTN_ERR_INVALID_ARG,
+             "but sequence 0's position 5 is at block_tables[0][1]");
     md[nc - 1].block_tables = swapped;
-    TSV_CASE("max_blocks_per_seq != the row stride", ATTN_ERR_INVALID_ARG, "row stride max_blocks_per_seq = 7");
+    TSV_CASE("max_blocks_per_seq != the row stride", ATTN_ERR_INVALID_ARG,
+             "row stride max_blocks_per_seq = 7");
     md[nc - 1].max_blocks_per_seq = TSV_MAXB - 1;
     TSV_CASE("num_decode_tokens one too many", ATTN_ERR_INVALID_ARG,
             "num_seqs = 4 (declared) but num_prefills + num_decode_tokens = 2 + 3");
@@ -243,11 +254,13 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     TSV_CASE("wrong num_prefill_tokens", ATTN_ERR_INVALID_ARG,
             "query_start_loc[2] = 7 but num_prefill_tokens = 6");
     md[nc - 1].num_prefill_tokens = 6;
-    TSV_CASE("NULL query_start_loc", ATTN_ERR_INVALID_ARG, "query_start_loc is NULL with num_prefills = 2");
+    TSV_CASE("NULL query_start_loc", ATTN_ERR_INVALID_ARG,
+             "query_start_loc is NULL with num_prefills = 2");
     md[nc - 1].query_start_loc = NULL;
     TSV_CASE("NULL seq_lens", ATTN_ERR_INVALID_ARG, "seq_lens is NULL but context_lens is given");
     md[nc - 1].seq_lens = NULL;
-    TSV_CASE("NULL block_tables", ATTN_ERR_INVALID_ARG, "block_tables is NULL but the step reads the cache");
+    TSV_CASE("NULL block_tables", ATTN_ERR_INVALID_ARG,
+             "block_tables is NULL but the step reads the cache");
     md[nc - 1].block_tables = NULL;
     TSV_CASE("key stride below Hk*D", ATTN_ERR_INVALID_ARG,
             "key.stride = 16 is below num_kv_heads * head_size = 2 * 16 = 32");
@@ -289,7 +302,8 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     {
         int64_t slots[1];
         REQUIRE(attn_seq_fork(&w.pool, &w.req[2].seq, &w.req[4].seq) == ATTN_OK);
-        CHECK_STATUS(attn_seq_append(&w.pool, &w.req[4].seq, 1, slots, NULL, NULL), ATTN_ERR_INVALID_ARG);
+        CHECK_STATUS(attn_seq_append(&w.pool, &w.req[4].seq, 1, slots, NULL, NULL),
+                     ATTN_ERR_INVALID_ARG);
         attn_seq_release(&w.pool, &w.req[4].seq);
     }
     /* the step as built: right, with the copy done by attn_forward (no attn_copy_blocks) */
