@@ -759,14 +759,16 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
    encoder / cross metadata, decode metadata for ENCODER or ENCODER_ONLY, a prefix for
    ENCODER_ONLY, seq_lens != context_lens + query length, and (DECODER, ENCODER_ONLY) seq_lens
    below a sequence's new tokens (its query length; 1 for a decode).
-   Consistency checks (DECODER, ENCODER_ONLY; ATTN_ERR_INVALID_ARG unless said):
-   - with seq_lens, every prefill has seq_lens[s] == context + query length, context being
-     context_lens[s], or 0 when context_lens is NULL (a cached prefix needs context_lens);
+   Consistency checks (ATTN_ERR_INVALID_ARG unless said):
+   - DECODER, ENCODER_ONLY with seq_lens: every prefill has seq_lens[s] == context + query
+     length, context being context_lens[s], or 0 when context_lens is NULL (a cached prefix
+     needs context_lens);
    - with a cache, slot_mapping and block_tables, every written slot is the one of its position
      in its row: slot_mapping[t] == block_tables[s][pos / bs] * bs + pos % bs for token i of
      sequence s at pos = seq_lens[s] - Lq + i (decodes: pos = seq_lens[s] - 1); this catches rows
      in another order than the batch, a wrong row stride, a decode's seq_lens off by one; a slot
-     outside the cache is ATTN_ERR_OUT_OF_RANGE;
+     outside the cache is ATTN_ERR_OUT_OF_RANGE. ENCODER_DECODER: cross_slot_mapping against
+     cross_block_tables, encoder token i of prefill s at pos = i;
    - md->num_seqs / md->num_tokens, when declared (> 0), equal the counts;
    - blocks_to_copy: the pair rules of attn_copy_blocks (ATTN_ERR_OUT_OF_RANGE for an id outside
      the cache), a cache to copy in, and no NULL with a positive count.
@@ -3499,28 +3501,34 @@ ATTN__PRIVATE attn_status attn__forward_consistency(const attn_metadata *md,
         ATTN__CHECKF(m, f->slots[t] >= -1 && f->slots[t] < cap, ATTN_ERR_OUT_OF_RANGE,
                      "%s[%d] = %lld is outside the cache (num_blocks * block_size = %lld)", name,
                      t, (long long)f->slots[t], (long long)cap);
-    const int32_t *tables = md->block_tables, *lens = md->seq_lens;
-    int mb = md->max_blocks_per_seq;
-    if (f->cross || !tables || !lens || mb <= 0) return ATTN_OK;
-    for (int s = 0; s < f->prefills + f->decodes; s++) {
+    /* cross: the encoder tokens of each prefill, at positions 0 .. encoder_seq_lens[s) */
+    const int32_t *tables = f->cross ? md->cross_block_tables : md->block_tables;
+    const int32_t *lens = f->cross ? md->encoder_seq_lens : md->seq_lens;
+    const char *tname = f->cross ? "cross_block_tables" : "block_tables";
+    int mb = f->cross ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
+    if (!tables || !lens || mb <= 0) return ATTN_OK;
+    for (int s = 0; s < f->prefills + (f->cross ? 0 : f->decodes); s++) {
         int pre = s < f->prefills;
-        int64_t t0 = pre ? f->q_start[s] : (int64_t)f->prefill_tokens + (s - f->prefills);
-        int64_t lq = pre ? (int64_t)f->q_start[s + 1] - f->q_start[s] : 1;
+        const int32_t *st = f->cross ? f->k_start : f->q_start;  /* the written rows */
+        int64_t t0 = pre ? st[s] : (int64_t)f->prefill_tokens + (s - f->prefills);
+        int64_t lq = pre ? (int64_t)st[s + 1] - st[s] : 1;
         const int32_t *row = tables + (size_t)s * (size_t)mb;
         for (int64_t i = 0; i < lq; i++) {
             int64_t slot = f->slots[t0 + i], pos = lens[s] - lq + i, b = pos / bs;
             if (slot == -1) continue;
             ATTN__CHECKF(m, b < mb, ATTN_ERR_INVALID_ARG,
-                         "%s[%lld]: sequence %d's position %lld needs block_tables[%d][%lld] but "
-                         "max_blocks_per_seq = %d", name, (long long)(t0 + i), s, (long long)pos,
+                         "%s[%lld]: sequence %d's position %lld needs %s[%d][%lld] but its rows "
+                         "have %d entries", name, (long long)(t0 + i), s, (long long)pos, tname,
                          s, (long long)b, mb);
             int64_t want = (int64_t)row[b] * bs + pos % bs;
             ATTN__CHECKF(m, slot == want, ATTN_ERR_INVALID_ARG,
                          "%s[%lld] = %lld but sequence %d's position %lld is at "
-                         "block_tables[%d][%lld] * %lld + %lld = %lld (rows in batch order, row "
-                         "stride max_blocks_per_seq = %d, seq_lens counting the new tokens)",
-                         name, (long long)(t0 + i), (long long)slot, s, (long long)pos, s,
-                         (long long)b, (long long)bs, (long long)(pos % bs), (long long)want, mb);
+                         "%s[%d][%lld] * %lld + %lld = %lld (rows in batch order, row stride "
+                         "%s = %d, %s counting the new tokens)", name, (long long)(t0 + i),
+                         (long long)slot, s, (long long)pos, tname, s, (long long)b,
+                         (long long)bs, (long long)(pos % bs), (long long)want,
+                         f->cross ? "max_cross_blocks_per_seq" : "max_blocks_per_seq", mb,
+                         f->cross ? "encoder_seq_lens" : "seq_lens");
         }
     }
     return ATTN_OK;

@@ -314,7 +314,41 @@ TEST(serve_forward_mistakes_have_status_and_message) {
     tsv_free(&w);
 }
 
+/* Cross-attention: the encoder's K/V rows are written through cross_slot_mapping, checked
+   against cross_block_tables like the decoder's slots. */
+TEST(serve_forward_cross_slots_checked) {
+    static tsv_world w;
+    char msg[256];
+    attn_exec ex; memset(&ex, 0, sizeof ex);
+    ex.error_msg = msg; ex.error_msg_bytes = sizeof msg;
+    REQUIRE(tsv_init(&w));
+    attn_layer cross;
+    REQUIRE(attn_layer_init(&cross, &w.p, ATTN_ENCODER_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    for (int i = 0; i < 5 * TSV_KW; i++) w.k[i] = w.v[i] = 0.01f * (float)(i % 13);
+    for (int i = 0; i < 3 * TSV_QW; i++) w.q[i] = 0.02f * (float)(i % 7);
+    int32_t qsl[2] = {0, 3}, esl[2] = {0, 5}, enc_lens[1] = {5}, ctab[2] = {2, 0};
+    int64_t cslots[5] = {8, 9, 10, 11, 1};  /* position 4 belongs at block 0, offset 0 */
+    attn_metadata md; memset(&md, 0, sizeof md);
+    md.num_prefills = 1; md.num_prefill_tokens = 3; md.query_start_loc = qsl;
+    md.encoder_seq_lens = enc_lens; md.encoder_start_loc = esl; md.num_encoder_tokens = 5;
+    md.cross_slot_mapping = cslots; md.cross_block_tables = ctab; md.max_cross_blocks_per_seq = 2;
+    attn_rows rq = {w.q, ATTN_F32, 0}, rk = {w.k, ATTN_F32, 0}, rv = {w.v, ATTN_F32, 0};
+    attn_rows ro = {w.out, ATTN_F32, 0};
+    size_t bytes = attn_forward_workspace_size(&cross, &md, &ex);
+    void *ws = tu_alloc(bytes ? bytes : 1);
+    CHECK_STATUS(attn_forward(&cross, &ex, rq, rk, rv, &w.cache, &md, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK(tsv_contains(msg, "cross_slot_mapping[4] = 1 but sequence 0's position 4 is at "
+                            "cross_block_tables[0][1] * 4 + 0 = 0"));
+    cslots[4] = 0;
+    CHECK_STATUS(attn_forward(&cross, &ex, rq, rk, rv, &w.cache, &md, ro, ws, bytes), ATTN_OK);
+    CHECK(msg[0] == '\0');
+    free(ws);
+    tsv_free(&w);
+}
+
 #define TEST_SERVE_LIST                                                                           \
     ATTN_TEST_ENTRY(serve_builder_steps_match_reference),                                        \
     ATTN_TEST_ENTRY(serve_builder_rejects_with_messages),                                        \
-    ATTN_TEST_ENTRY(serve_forward_mistakes_have_status_and_message)
+    ATTN_TEST_ENTRY(serve_forward_mistakes_have_status_and_message),                            \
+    ATTN_TEST_ENTRY(serve_forward_cross_slots_checked)
