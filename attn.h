@@ -138,6 +138,9 @@
    ERRORS
        Every fallible function returns attn_status. Bad input returns a code and writes nothing
        (outputs, caches and pools are untouched). The library never prints, aborts or exits.
+       attn_forward also writes which check failed, naming the field and its values, into
+       exec->error_msg when the caller gives one (no global or thread-local state), and
+       attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
        0.2.0  (2026-11-23)  prefill with query rows in vector lanes; AVX-512 BF16 dot products
@@ -152,6 +155,7 @@
        [2]  enums                     [4b] bias builders           [4f] paged decode
        [3]  parameter structs         [4c] dense varlen SDPA       [4g] paged prefill
                                       [4d] paged KV cache          [4h] backend layer
+                                                                   [4i] batch builder
        Implementation (ATTN_IMPLEMENTATION, in one unit)
        [A]  configuration             [G]  kernel plans            [M]  prefill planning, attn_sdpa
        [B]  includes                  [H]  oneDNN GEMM shim        [N]  paged KV cache
@@ -159,6 +163,7 @@
        [D]  status strings, version   [J]  call, threads           [P]  paged decode
        [E]  CPU features              [K]  checks, convert         [Q]  paged prefill, merge
        [F]  scalar conversions        [L]  bias builders           [R]  backend layer
+                                                                   [Ra] batch builder
        Kernel pass (the file included again by [I] once per ISA)
        [S]  vector layer              [U]  row conversions         [W]  prefill on oneDNN
        [T]  elementwise math, logits  [V]  prefill kernels         [X]  paged decode kernels
@@ -337,6 +342,9 @@ typedef struct attn_exec {
     void *pool;                         /* passed to parallel_for */
     int f32_probs;  /* 1: keep softmax probabilities in f32 for bf16 inputs, i.e. do not use the
                        AVX-512 BF16 dot-product path (see PRECISION); slower, never less exact */
+    char *error_msg;    /* NULL, or error_msg_bytes of caller memory where attn_forward writes
+                           which check failed, naming the field (see ERRORS); "" on success */
+    size_t error_msg_bytes;
 } attn_exec;
 
 /* ---------------------------------------------------------------------------------------------
@@ -574,9 +582,11 @@ ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_b
    (refcount > 1) and n_tokens > 0, a fresh block replaces it in the table, the pair
    (old, fresh) is written to cow_pairs[0], *n_cow = 1, and the old block loses one reference.
    The caller must then copy block old to block fresh in every layer (attn_copy_blocks with
-   these pairs) BEFORE writing the new tokens' K/V. At most one pair per call, so cow_pairs needs
-   room for 1 row; cow_pairs and n_cow may be NULL when the caller knows nothing is shared, and
-   if copy-on-write is needed while either is NULL the call fails with ATTN_ERR_INVALID_ARG.
+   these pairs, or md.blocks_to_copy of attn_forward) BEFORE writing the new tokens' K/V;
+   attn_batch_build ([4i]) does all of this for a step. At most one pair per call, so cow_pairs
+   needs room for 1 row; cow_pairs and n_cow may be NULL when the caller knows nothing is
+   shared, and if copy-on-write is needed while either is NULL the call fails with
+   ATTN_ERR_INVALID_ARG.
    On success *n_cow (when non-NULL) is 0 or 1.
    Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, n_tokens < 0, NULL slots with
    n_tokens > 0, a table entry that is not a live block id, missing cow buffers),
@@ -677,7 +687,9 @@ ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_si
 
 /* ---------------------------------------------------------------------------------------------
    [4h] API: the backend layer = vLLM AttentionBackend + AttentionMetadata + AttentionImpl.forward.
-   attn_forward does, in order: (1) write the new K/V to the cache (DECODER / ENCODER_ONLY:
+   attn_forward does, in order: (0) copy md->blocks_to_copy within cache (copy-on-write of
+   forked sequences, before any new token lands in a fresh block); (1) write the new K/V to the
+   cache (DECODER / ENCODER_ONLY:
    slot_mapping; ENCODER_DECODER: cross_slot_mapping when key/value are given; ENCODER: never);
    (2) the prefills: plain SDPA over the new rows when context_lens is NULL, else paged prefill
    over the cached prefix; (3) the decodes: paged decode (cross: over cross_block_tables and
@@ -690,6 +702,16 @@ typedef enum attn_backend {
 } attn_backend;
 ATTNDEF const char *attn_backend_name(attn_backend backend);  /* "SDPA", "IPEX"; never NULL */
 
+/* One step's batch. BATCH ORDER: sequences 0 .. num_prefills-1 are the prefills (chunks),
+   sequences num_prefills .. num_prefills+num_decode_tokens-1 the decodes (one token each); every
+   per-sequence array (seq_lens, block_tables rows, encoder_seq_lens, ...) is indexed by this
+   batch position, and every per-token array (slot_mapping, query and output rows) lists the
+   prefills' tokens in that order (sequence s: rows [query_start_loc[s], query_start_loc[s+1])),
+   then one token per decode. block_tables is a row-major matrix whose row stride is exactly
+   max_blocks_per_seq entries: sequence s's logical block j is block_tables[s * max_blocks_per_seq
+   + j] (the same for cross_block_tables with max_cross_blocks_per_seq). A zero-initialised
+   field keeps its old meaning: the fields from blocks_to_copy on are optional (0 / NULL = none,
+   not declared). attn_batch_build ([4i]) fills all of it from the sequences of a block pool. */
 typedef struct attn_metadata {
     int num_prefills;                  /* prefill sequences (first in the batch) */
     int num_prefill_tokens;            /* their query tokens */
@@ -701,14 +723,23 @@ typedef struct attn_metadata {
     const int32_t *query_start_loc;    /* [num_prefills + 1] prefill token offsets, from 0 */
     const int32_t *context_lens;       /* [num_prefills] cached tokens before each chunk, or NULL
                                           for plain prefill (no prefix) */
-    const int32_t *block_tables;       /* [sequences][max_blocks_per_seq] */
-    int max_blocks_per_seq;
+    const int32_t *block_tables;       /* [sequences][max_blocks_per_seq], batch order */
+    int max_blocks_per_seq;            /* entries per row of block_tables (its row stride) */
     const int32_t *encoder_seq_lens;   /* [sequences] encoder tokens of each sequence */
     const int32_t *encoder_start_loc;  /* [num_prefills + 1] offsets into the encoder rows */
     int num_encoder_tokens;
     const int64_t *cross_slot_mapping; /* [num_encoder_tokens] where cross K/V are written */
     const int32_t *cross_block_tables; /* [sequences][max_cross_blocks_per_seq] */
     int max_cross_blocks_per_seq;
+    const int64_t *blocks_to_copy;     /* [num_blocks_to_copy][2] (src, dst) block pairs that
+                                          attn_forward copies in `cache` (copy-on-write, vLLM's
+                                          blocks_to_copy) before it writes the new K/V; the rules
+                                          of attn_copy_blocks. NULL with 0 = none */
+    int num_blocks_to_copy;
+    int num_seqs;                      /* declared entries of seq_lens and rows of block_tables:
+                                          must be num_prefills + num_decode_tokens; 0 = unchecked */
+    int num_tokens;                    /* declared entries of slot_mapping and query rows: must be
+                                          num_prefill_tokens + num_decode_tokens; 0 = unchecked */
 } attn_metadata;
 
 typedef struct attn_layer {
@@ -730,11 +761,74 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
    cache-less ENCODER_ONLY. Errors as the kernels, plus ATTN_ERR_INVALID_ARG for missing
    encoder / cross metadata, decode metadata for ENCODER or ENCODER_ONLY, a prefix for
    ENCODER_ONLY, seq_lens != context_lens + query length, and (DECODER, ENCODER_ONLY) seq_lens
-   below a sequence's new tokens (its query length; 1 for a decode). */
+   below a sequence's new tokens (its query length; 1 for a decode).
+   Consistency checks (ATTN_ERR_INVALID_ARG unless said):
+   - DECODER, ENCODER_ONLY with seq_lens: every prefill has seq_lens[s] == context + query
+     length, context being context_lens[s], or 0 when context_lens is NULL (a cached prefix
+     needs context_lens);
+   - with a cache, slot_mapping and block_tables, every written slot is the one of its position
+     in its row: slot_mapping[t] == block_tables[s][pos / bs] * bs + pos % bs for token i of
+     sequence s at pos = seq_lens[s] - Lq + i (decodes: pos = seq_lens[s] - 1); this catches rows
+     in another order than the batch, a wrong row stride, a decode's seq_lens off by one; a slot
+     outside the cache is ATTN_ERR_OUT_OF_RANGE. ENCODER_DECODER: cross_slot_mapping against
+     cross_block_tables, encoder token i of prefill s at pos = i;
+   - md->num_seqs / md->num_tokens, when declared (> 0), equal the counts;
+   - blocks_to_copy: the pair rules of attn_copy_blocks (ATTN_ERR_OUT_OF_RANGE for an id outside
+     the cache), a cache to copy in, and no NULL with a positive count.
+   On every return attn_forward writes exec->error_msg (when given): "" on success, else the
+   failing check with the field and its values, e.g. "query_start_loc[1] = 16 but
+   num_prefill_tokens = 0". */
 ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec, attn_rows query,
                                  attn_rows key, attn_rows value, attn_kv_cache *cache,
                                  const attn_metadata *md, attn_rows out, void *ws,
                                  size_t ws_bytes);
+
+/* ---------------------------------------------------------------------------------------------
+   [4i] API: the batch builder - one decoder step's attn_metadata from a block pool's sequences,
+   so that nothing of it is filled by hand.
+   attn_batch_build(batch, pool, seqs, num_new, n, md): batch position i is seqs[i] with
+   num_new[i] >= 1 new tokens; the batch order is the order given (the caller lays out query rows
+   the same way). The trailing run of entries with num_new == 1 are the decodes; everything
+   before it is a prefill chunk (a cached prefix is the sequence's length before the call). It
+   (1) checks everything, the blocks needed included (copy-on-write blocks of shared last blocks
+   counted exactly), and fails with nothing changed: ATTN_ERR_OUT_OF_BLOCKS when the pool cannot
+   hold the step (the scheduler preempts, e.g. attn_seq_release / attn_seq_truncate on a
+   sequence, and calls again), ATTN_ERR_OUT_OF_RANGE when a sequence's own table or the
+   batch's max_blocks_per_seq cannot hold its new length or the step passes the batch's
+   capacities, ATTN_ERR_INVALID_ARG for bad arguments (a sequence twice, num_new < 1, ...);
+   (2) appends every sequence (attn_seq_append), collecting the copy-on-write pairs;
+   (3) fills md completely (it is zeroed first): num_prefills, num_prefill_tokens,
+   num_decode_tokens, slot_mapping, seq_lens (lengths after the step), context_lens (before),
+   query_start_loc, block_tables (batch order, row stride max_blocks_per_seq, entries past a
+   sequence's blocks 0), blocks_to_copy (so attn_forward does the copy-on-write of every layer
+   before writing K/V: no attn_copy_blocks call), num_seqs and num_tokens. md points into the
+   batch's memory and stays valid until the next build with that batch.
+   Covered: DECODER layers (self-attention: chunked prefill, decode, fork, copy-on-write); pass
+   the same md to every layer. Not covered: ENCODER (no cache: no block tables to build),
+   ENCODER_ONLY (md has context_lens, which that type refuses: clear it), and ENCODER_DECODER's
+   cross metadata (encoder_*, cross_*), which the caller adds to the decoder's md.
+   Errors write batch->error_msg (as exec->error_msg in attn_forward; "" on success).
+   Thread safety: as the pool's functions (one caller per pool and batch at a time). */
+typedef struct attn_batch {
+    int max_seqs, max_tokens, max_blocks_per_seq;  /* capacities given to attn_batch_init */
+    int64_t *slot_mapping;       /* [max_tokens] */
+    int64_t *blocks_to_copy;     /* [max_seqs][2] */
+    int32_t *seq_lens, *context_lens, *query_start_loc;  /* [max_seqs], [max_seqs], [+1] */
+    int32_t *block_tables;       /* [max_seqs][max_blocks_per_seq] */
+    char error_msg[160];         /* why the last build failed; "" after a success */
+} attn_batch;
+
+/* Bytes of caller memory for a batch of at most max_seqs sequences, max_tokens new tokens and
+   max_blocks_per_seq blocks per sequence (64-byte aligned arrays plus 64 bytes of slack); 0 for
+   a size < 1 or overflow. */
+ATTNDEF size_t attn_batch_bytes(int max_seqs, int max_tokens, int max_blocks_per_seq);
+/* Lays the arrays out in mem. ATTN_ERR_INVALID_ARG (NULL batch or mem, a size < 1) or
+   ATTN_ERR_WORKSPACE_TOO_SMALL (bytes < attn_batch_bytes). */
+ATTNDEF attn_status attn_batch_init(attn_batch *batch, int max_seqs, int max_tokens,
+                                    int max_blocks_per_seq, void *mem, size_t bytes);
+ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
+                                     attn_seq *const *seqs, const int32_t *num_new, int n,
+                                     attn_metadata *md);
 
 #ifdef __cplusplus
 }
@@ -804,6 +898,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
 #include <math.h>
 #include <string.h>
 #include <float.h>
+#include <stdarg.h>
+#include <stdio.h>   /* vsnprintf, for error messages; nothing is printed */
 #if defined(ATTN__HAVE_AVX2) || defined(ATTN__HAVE_AVX512)
 #include <immintrin.h>
 #endif
@@ -862,6 +958,35 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         attn_status attn__st_ = (expr);                                                           \
         if (attn__st_ != ATTN_OK) return attn__st_;                                               \
     } while (0)
+/* Error messages: a caller buffer (exec->error_msg, batch->error_msg) that a failing check fills
+   with what it found, naming the field. ATTN__CHECKF(m, cond, code, "fmt", ...) is ATTN__CHECK
+   that also formats its message into m (NULL or a 0-byte buffer: nothing is written). The text
+   is formatted only on failure, so a check costs what ATTN__CHECK costs. */
+typedef struct attn__msg { char *buf; size_t bytes; } attn__msg;
+#if defined(__GNUC__) || defined(__clang__)
+ATTN__PRIVATE attn_status attn__failf(const attn__msg *m, attn_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#endif
+ATTN__PRIVATE attn_status attn__failf(const attn__msg *m, attn_status code, const char *fmt, ...) {
+    if (m && m->buf && m->bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->buf, m->bytes, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+#define ATTN__CHECKF(m, cond, code, ...)                                                          \
+    do {                                                                                          \
+        if (!(cond)) return ATTN__FAIL(attn__failf((m), (code), __VA_ARGS__));                   \
+    } while (0)
+/* ATTN__TRY that writes a default message ("<what>: <status text>") when the failing call
+   wrote none (the kernels' shared checks carry no message). */
+#define ATTN__TRYF(m, expr, what)                                                                 \
+    do {                                                                                          \
+        attn_status attn__st_ = (expr);                                                           \
+        if (attn__st_ != ATTN_OK) return attn__fail_default((m), attn__st_, (what));            \
+    } while (0)
 
 typedef union attn__bits32 { float f; uint32_t u; } attn__bits32;
 ATTN__PRIVATE ATTN__INLINE uint32_t attn__f32_bits(float x) { attn__bits32 b; b.f = x; return b.u; }
@@ -879,6 +1004,13 @@ ATTNDEF const char *attn_status_str(attn_status status) {
 #undef ATTN__STATUS_CASE
         default: return "unknown attn_status";
     }
+}
+
+/* The message of an error whose check wrote none: "<what>: <status text>". */
+ATTN__PRIVATE attn_status attn__fail_default(const attn__msg *m, attn_status st, const char *what) {
+    if (m && m->buf && m->bytes && m->buf[0] == '\0')
+        attn__failf(m, st, "%s: %s", what, attn_status_str(st));
+    return st;
 }
 
 ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
@@ -3274,78 +3406,215 @@ ATTN__PRIVATE int64_t attn__forward_longest_keys(const attn_layer *L, const attn
     return md->context_lens ? attn__longest(NULL, md->seq_lens, n) : attn__longest(md->query_start_loc, NULL, n);
 }
 
+/* Resolves and checks the metadata; every check names its field in m. */
 ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_metadata *md,
                                                 attn_rows key, const attn_kv_cache *cache,
-                                                attn__forward_shape *f) {
-    ATTN__CHECK(L != NULL && md != NULL, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn_params_check(&L->params));
-    ATTN__CHECK(md->num_prefills >= 0 && md->num_prefill_tokens >= 0 && md->num_decode_tokens >= 0,
-                ATTN_ERR_INVALID_ARG);
+                                                attn__forward_shape *f, const attn__msg *m) {
+    const attn_status IA = ATTN_ERR_INVALID_ARG;
+    ATTN__CHECKF(m, L != NULL && md != NULL, IA, "%s is NULL", L ? "md" : "layer");
+    ATTN__TRYF(m, attn_params_check(&L->params), "layer->params");
+    ATTN__CHECKF(m, md->num_prefills >= 0 && md->num_prefill_tokens >= 0 &&
+                     md->num_decode_tokens >= 0, IA,
+                 "a negative count: num_prefills = %d, num_prefill_tokens = %d, "
+                 "num_decode_tokens = %d", md->num_prefills, md->num_prefill_tokens,
+                 md->num_decode_tokens);
     memset(f, 0, sizeof *f);
     f->prefills = md->num_prefills; f->decodes = md->num_decode_tokens;
     f->prefill_tokens = md->num_prefill_tokens;
     f->q_start = md->query_start_loc; f->k_start = md->query_start_loc;
     f->tables = md->block_tables; f->max_blocks = md->max_blocks_per_seq;
-    if (f->prefills > 0) {
-        ATTN__TRY(attn__offsets_check(md->query_start_loc, f->prefills));
-        ATTN__CHECK(md->query_start_loc[f->prefills] == f->prefill_tokens, ATTN_ERR_INVALID_ARG);
+    const int32_t *qsl = md->query_start_loc;
+    int n = f->prefills;
+    if (n > 0) {
+        ATTN__CHECKF(m, qsl != NULL, IA, "query_start_loc is NULL with num_prefills = %d", n);
+        ATTN__CHECKF(m, qsl[0] == 0, IA, "query_start_loc[0] = %d, not 0", qsl[0]);
+        for (int i = 0; i < n; i++)
+            ATTN__CHECKF(m, qsl[i + 1] >= qsl[i], IA,
+                         "query_start_loc[%d] = %d is below query_start_loc[%d] = %d", i + 1,
+                         qsl[i + 1], i, qsl[i]);
+        ATTN__CHECKF(m, qsl[n] == f->prefill_tokens, IA,
+                     "query_start_loc[%d] = %d but num_prefill_tokens = %d", n, qsl[n],
+                     f->prefill_tokens);
     } else {  /* no prefill: offset arrays are optional */
         static const int32_t no_tokens[1] = {0};
-        ATTN__CHECK(f->prefill_tokens == 0, ATTN_ERR_INVALID_ARG);
+        ATTN__CHECKF(m, f->prefill_tokens == 0, IA,
+                     "num_prefill_tokens = %d but num_prefills = 0", f->prefill_tokens);
         f->q_start = f->k_start = no_tokens;
     }
+    ATTN__CHECKF(m, md->num_blocks_to_copy >= 0 &&
+                     (md->num_blocks_to_copy == 0 || md->blocks_to_copy != NULL), IA,
+                 "blocks_to_copy is NULL with num_blocks_to_copy = %d", md->num_blocks_to_copy);
+    ATTN__CHECKF(m, md->num_blocks_to_copy == 0 || cache != NULL, IA,
+                 "num_blocks_to_copy = %d but cache is NULL", md->num_blocks_to_copy);
+    ATTN__CHECKF(m, md->num_seqs == 0 || (int64_t)md->num_seqs == (int64_t)n + f->decodes, IA,
+                 "num_seqs = %d (declared) but num_prefills + num_decode_tokens = %d + %d",
+                 md->num_seqs, n, f->decodes);
+    const int32_t *lens = md->seq_lens, *ctx = md->context_lens;
     switch (L->type) {
         case ATTN_DECODER:
         case ATTN_ENCODER_ONLY:
             f->causal = L->type == ATTN_DECODER;
-            f->paged_prefill = md->context_lens != NULL;
-            ATTN__CHECK(L->type == ATTN_DECODER || (f->decodes == 0 && !f->paged_prefill),
-                        ATTN_ERR_INVALID_ARG);  /* encoder-only: no decode, no prefix */
-            f->prefill_lens = md->seq_lens; f->decode_lens = md->seq_lens ? md->seq_lens + f->prefills : NULL;
+            f->paged_prefill = ctx != NULL;
+            ATTN__CHECKF(m, L->type == ATTN_DECODER || f->decodes == 0, IA,
+                         "num_decode_tokens = %d but an ENCODER_ONLY layer has no decodes",
+                         f->decodes);
+            ATTN__CHECKF(m, L->type == ATTN_DECODER || !f->paged_prefill, IA,
+                         "context_lens is given but an ENCODER_ONLY layer has no cached prefix");
+            f->prefill_lens = lens; f->decode_lens = lens ? lens + n : NULL;
             f->slots = cache ? md->slot_mapping : NULL;
             f->write_tokens = f->prefill_tokens + f->decodes;
-            if (f->paged_prefill)
-                for (int s = 0; s < f->prefills; s++) {
-                    ATTN__CHECK(md->seq_lens && md->context_lens[s] >= 0, ATTN_ERR_INVALID_ARG);
-                    ATTN__CHECK((int64_t)md->context_lens[s] + md->query_start_loc[s + 1] -
-                                    md->query_start_loc[s] == md->seq_lens[s], ATTN_ERR_INVALID_ARG);
+            ATTN__CHECKF(m, !f->paged_prefill || n == 0 || lens != NULL, IA,
+                         "seq_lens is NULL but context_lens is given: a chunk over a cached prefix "
+                         "reads seq_lens[s] = context_lens[s] + its query length keys");
+            ATTN__CHECKF(m, f->decodes == 0 || lens != NULL, IA,
+                         "seq_lens is NULL with num_decode_tokens = %d", f->decodes);
+            if (lens) {  /* the new tokens are counted in seq_lens, after the cached ones */
+                for (int s = 0; s < n; s++) {
+                    int64_t lq = (int64_t)qsl[s + 1] - qsl[s];
+                    if (ctx) {
+                        ATTN__CHECKF(m, ctx[s] >= 0, IA, "context_lens[%d] = %d", s, ctx[s]);
+                        ATTN__CHECKF(m, (int64_t)ctx[s] + lq == lens[s], IA,
+                                     "seq_lens[%d] = %d but context_lens[%d] + query length = "
+                                     "%d + %lld", s, lens[s], s, ctx[s], (long long)lq);
+                    } else {
+                        ATTN__CHECKF(m, lq == lens[s], IA,
+                                     "seq_lens[%d] = %d but its query length is %lld and "
+                                     "context_lens is NULL (a cached prefix needs context_lens)",
+                                     s, lens[s], (long long)lq);
+                    }
                 }
-            if (md->seq_lens) {  /* the new tokens are counted in seq_lens */
-                ATTN__TRY(attn__queries_in_keys(f->q_start, md->seq_lens, f->prefills));
-                ATTN__TRY(attn__queries_in_keys(NULL, f->decode_lens, f->decodes));
+                for (int s = 0; s < f->decodes; s++)
+                    ATTN__CHECKF(m, lens[n + s] >= 1, IA,
+                                 "seq_lens[%d] = %d: a decode's keys include its new token",
+                                 n + s, lens[n + s]);
             }
             break;
         case ATTN_ENCODER:  /* all prefill over the encoder tokens, no cache */
-            ATTN__CHECK(md->encoder_seq_lens && md->encoder_start_loc, ATTN_ERR_INVALID_ARG);
-            ATTN__CHECK(f->decodes == 0 && !md->context_lens, ATTN_ERR_INVALID_ARG);
-            ATTN__TRY(attn__offsets_check(md->encoder_start_loc, f->prefills));
-            ATTN__CHECK(md->encoder_start_loc[f->prefills] == md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
+            ATTN__CHECKF(m, md->encoder_seq_lens && md->encoder_start_loc, IA,
+                         "encoder_seq_lens or encoder_start_loc is NULL (ENCODER layer)");
+            ATTN__CHECKF(m, f->decodes == 0 && !ctx, IA,
+                         "an ENCODER layer has no decodes (num_decode_tokens = %d) and no "
+                         "context_lens", f->decodes);
+            ATTN__TRYF(m, attn__offsets_check(md->encoder_start_loc, n), "encoder_start_loc");
+            ATTN__CHECKF(m, md->encoder_start_loc[n] == md->num_encoder_tokens, IA,
+                         "encoder_start_loc[%d] = %d but num_encoder_tokens = %d", n,
+                         md->encoder_start_loc[n], md->num_encoder_tokens);
             f->q_start = f->k_start = md->encoder_start_loc;
             f->prefill_tokens = md->num_encoder_tokens;
             f->prefill_lens = md->encoder_seq_lens;
             break;
         case ATTN_ENCODER_DECODER:  /* decoder queries over the encoder's K/V */
-            ATTN__CHECK(md->encoder_seq_lens && md->cross_block_tables, ATTN_ERR_INVALID_ARG);
+            ATTN__CHECKF(m, md->encoder_seq_lens && md->cross_block_tables, IA,
+                         "encoder_seq_lens or cross_block_tables is NULL (ENCODER_DECODER layer)");
             f->cross = 1;
             f->tables = md->cross_block_tables; f->max_blocks = md->max_cross_blocks_per_seq;
-            f->prefill_lens = md->encoder_seq_lens; f->decode_lens = md->encoder_seq_lens + f->prefills;
+            f->prefill_lens = md->encoder_seq_lens;
+            f->decode_lens = md->encoder_seq_lens + n;
             f->paged_prefill = key.data == NULL;  /* encoder K/V already cached */
-            if (!f->paged_prefill && f->prefills > 0) {
-                ATTN__CHECK(md->encoder_start_loc != NULL, ATTN_ERR_INVALID_ARG);
-                ATTN__TRY(attn__offsets_check(md->encoder_start_loc, f->prefills));
-                ATTN__CHECK(md->encoder_start_loc[f->prefills] == md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
-                for (int s = 0; s < f->prefills; s++)
-                    ATTN__CHECK(md->encoder_start_loc[s + 1] - md->encoder_start_loc[s] == md->encoder_seq_lens[s],
-                                ATTN_ERR_INVALID_ARG);
-                f->k_start = md->encoder_start_loc;
+            if (!f->paged_prefill && n > 0) {
+                const int32_t *esl = md->encoder_start_loc;
+                ATTN__CHECKF(m, esl != NULL, IA, "encoder_start_loc is NULL with key rows given");
+                ATTN__TRYF(m, attn__offsets_check(esl, n), "encoder_start_loc");
+                ATTN__CHECKF(m, esl[n] == md->num_encoder_tokens, IA,
+                             "encoder_start_loc[%d] = %d but num_encoder_tokens = %d", n, esl[n],
+                             md->num_encoder_tokens);
+                for (int s = 0; s < n; s++)
+                    ATTN__CHECKF(m, esl[s + 1] - esl[s] == md->encoder_seq_lens[s], IA,
+                                 "encoder_seq_lens[%d] = %d but encoder_start_loc gives %d rows",
+                                 s, md->encoder_seq_lens[s], esl[s + 1] - esl[s]);
+                f->k_start = esl;
                 f->slots = cache ? md->cross_slot_mapping : NULL;
                 f->write_tokens = md->num_encoder_tokens;
             }
             break;
-        default: return ATTN__FAIL(ATTN_ERR_INVALID_ARG);
+        default: return ATTN__FAIL(attn__failf(m, IA, "layer->type = %d", (int)L->type));
     }
-    ATTN__CHECK(cache || (!f->paged_prefill && f->decodes == 0), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(!(f->paged_prefill || f->decodes) || f->prefill_lens || f->decode_lens, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECKF(m, md->num_tokens == 0 ||
+                     (int64_t)md->num_tokens == (int64_t)f->prefill_tokens + f->decodes, IA,
+                 "num_tokens = %d (declared) but the step has %d prefill + %d decode tokens",
+                 md->num_tokens, f->prefill_tokens, f->decodes);
+    ATTN__CHECKF(m, cache || (!f->paged_prefill && f->decodes == 0), IA,
+                 "cache is NULL but the step reads it (%s)",
+                 f->decodes ? "decodes" : "a cached prefix");
+    ATTN__CHECKF(m, !(f->paged_prefill || f->decodes) || f->prefill_lens || f->decode_lens, IA,
+                 "seq_lens is NULL but the step reads the cache");
+    ATTN__CHECKF(m, !((f->paged_prefill && n > 0) || f->decodes) || f->tables != NULL, IA,
+                 "%s is NULL but the step reads the cache",
+                 f->cross ? "cross_block_tables" : "block_tables");
+    return ATTN_OK;
+}
+
+/* attn_forward's rows: dtypes and strides (the kernels' checks repeated with messages). */
+ATTN__PRIVATE attn_status attn__forward_rows(const attn_params *p, attn_rows r, const char *name,
+                                             int64_t width, const char *width_name,
+                                             const attn__msg *m) {
+    ATTN__CHECKF(m, attn__is_activation_dtype(r.dtype), ATTN_ERR_INVALID_ARG,
+                 "%s.dtype = %d is not f32, f16 or bf16", name, (int)r.dtype);
+    ATTN__CHECKF(m, r.stride == 0 || r.stride >= width, ATTN_ERR_INVALID_ARG,
+                 "%s.stride = %lld is below %s = %d * %d = %lld", name, (long long)r.stride,
+                 width_name, (int)(width / p->head_size), p->head_size, (long long)width);
+    return ATTN_OK;
+}
+
+/* After the kernels' checks, before anything is written: the copy-on-write pairs, and every
+   slot against its range and (self-attention with block tables) against its position's entry
+   in the block tables. */
+ATTN__PRIVATE attn_status attn__forward_consistency(const attn_metadata *md,
+                                                    const attn__forward_shape *f,
+                                                    const attn_kv_cache *cache,
+                                                    const attn__msg *m) {
+    int nc = md->num_blocks_to_copy;
+    if (nc > 0) {
+        const int64_t *pr = md->blocks_to_copy;
+        ATTN__CHECKF(m, attn__kv_cache_ok(cache), ATTN_ERR_INVALID_ARG,
+                     "cache is not a valid attn_kv_cache (blocks_to_copy needs one)");
+        for (int i = 0; i < nc; i++)
+            ATTN__CHECKF(m, pr[2 * i] >= 0 && pr[2 * i] < cache->num_blocks &&
+                             pr[2 * i + 1] >= 0 && pr[2 * i + 1] < cache->num_blocks,
+                         ATTN_ERR_OUT_OF_RANGE,
+                         "blocks_to_copy[%d] = (%lld, %lld) but the cache has %d blocks", i,
+                         (long long)pr[2 * i], (long long)pr[2 * i + 1], cache->num_blocks);
+        ATTN__CHECKF(m, !attn__pairs_conflict(pr, nc, 1), ATTN_ERR_INVALID_ARG,
+                     "blocks_to_copy: a destination twice, or a block both source and "
+                     "destination");
+    }
+    if (!f->slots || !cache || f->write_tokens == 0) return ATTN_OK;
+    const char *name = f->cross ? "cross_slot_mapping" : "slot_mapping";
+    int64_t bs = cache->block_size, cap = (int64_t)cache->num_blocks * bs;
+    for (int t = 0; t < f->write_tokens; t++)
+        ATTN__CHECKF(m, f->slots[t] >= -1 && f->slots[t] < cap, ATTN_ERR_OUT_OF_RANGE,
+                     "%s[%d] = %lld is outside the cache (num_blocks * block_size = %lld)", name,
+                     t, (long long)f->slots[t], (long long)cap);
+    /* cross: the encoder tokens of each prefill, at positions 0 .. encoder_seq_lens[s) */
+    const int32_t *tables = f->cross ? md->cross_block_tables : md->block_tables;
+    const int32_t *lens = f->cross ? md->encoder_seq_lens : md->seq_lens;
+    const char *tname = f->cross ? "cross_block_tables" : "block_tables";
+    int mb = f->cross ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
+    if (!tables || !lens || mb <= 0) return ATTN_OK;
+    for (int s = 0; s < f->prefills + (f->cross ? 0 : f->decodes); s++) {
+        int pre = s < f->prefills;
+        const int32_t *st = f->cross ? f->k_start : f->q_start;  /* the written rows */
+        int64_t t0 = pre ? st[s] : (int64_t)f->prefill_tokens + (s - f->prefills);
+        int64_t lq = pre ? (int64_t)st[s + 1] - st[s] : 1;
+        const int32_t *row = tables + (size_t)s * (size_t)mb;
+        for (int64_t i = 0; i < lq; i++) {
+            int64_t slot = f->slots[t0 + i], pos = lens[s] - lq + i, b = pos / bs;
+            if (slot == -1) continue;
+            ATTN__CHECKF(m, b < mb, ATTN_ERR_INVALID_ARG,
+                         "%s[%lld]: sequence %d's position %lld needs %s[%d][%lld] but its rows "
+                         "have %d entries", name, (long long)(t0 + i), s, (long long)pos, tname,
+                         s, (long long)b, mb);
+            int64_t want = (int64_t)row[b] * bs + pos % bs;
+            ATTN__CHECKF(m, slot == want, ATTN_ERR_INVALID_ARG,
+                         "%s[%lld] = %lld but sequence %d's position %lld is at "
+                         "%s[%d][%lld] * %lld + %lld = %lld (rows in batch order, row stride "
+                         "%s = %d, %s counting the new tokens)", name, (long long)(t0 + i),
+                         (long long)slot, s, (long long)pos, tname, s, (long long)b,
+                         (long long)bs, (long long)(pos % bs), (long long)want,
+                         f->cross ? "max_cross_blocks_per_seq" : "max_blocks_per_seq", mb,
+                         f->cross ? "encoder_seq_lens" : "seq_lens");
+        }
+    }
     return ATTN_OK;
 }
 
@@ -3408,14 +3677,28 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     attn__forward_run run;
     attn__gemm_call call;
     int64_t pre_items = 0;
-    ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f));
-    ATTN__TRY(attn__call_resolve(exec, layer->backend == ATTN_BACKEND_IPEX, &c));
+    attn__msg msg = {NULL, 0}, *m = &msg;
+    if (exec && exec->error_msg && exec->error_msg_bytes) {
+        msg.buf = exec->error_msg; msg.bytes = exec->error_msg_bytes;
+        msg.buf[0] = '\0';
+    }
+    ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f, m));
+    ATTN__TRYF(m, attn__call_resolve(exec, layer->backend == ATTN_BACKEND_IPEX, &c), "exec");
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
+    int64_t kv_width = (int64_t)p->num_kv_heads * p->head_size;
+    ATTN__TRY(attn__forward_rows(p, query, "query", width, "num_heads * head_size", m));
+    ATTN__TRY(attn__forward_rows(p, out, "out", width, "num_heads * head_size", m));
+    if (key.data)
+        ATTN__TRY(attn__forward_rows(p, key, "key", kv_width, "num_kv_heads * head_size", m));
+    if (value.data)
+        ATTN__TRY(attn__forward_rows(p, value, "value", kv_width, "num_kv_heads * head_size", m));
     memset(&pre, 0, sizeof pre);
     memset(&dec, 0, sizeof dec);
     size_t need = attn__forward_ws_layout(&c, layer, md, &f, (char *)ws, &pre, &dec);
-    ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    ATTN__CHECKF(m, ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                 "ws_bytes = %llu but attn_forward_workspace_size gives %llu%s",
+                 (unsigned long long)ws_bytes, (unsigned long long)need, ws ? "" : " (ws is NULL)");
     /* the prefills: over the new rows, or (paged) over the cache */
     memset(&a, 0, sizeof a);
     a.params = p; a.q = query; a.out = out; a.k = key; a.v = value;
@@ -3423,8 +3706,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     a.tables = f.tables; a.max_blocks = f.max_blocks;
     a.q_start = f.q_start; a.k_start = f.k_start; a.seq_lens = f.prefill_lens;
     a.num_seqs = f.prefills; a.causal = f.causal;
-    ATTN__TRY(attn__prefill_check(&a));
-    ATTN__TRY(attn__prefill_plan_fill(&pre, &c, &a, &pre_items));
+    ATTN__TRYF(m, attn__prefill_check(&a),
+               "the prefills (cache geometry, block tables, rows and their data)");
+    ATTN__TRYF(m, attn__prefill_plan_fill(&pre, &c, &a, &pre_items), "the prefills' plan");
     if (f.decodes) {  /* one query row each, after the prefill tokens */
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
         int64_t q_row = query.stride ? query.stride : width;
@@ -3433,26 +3717,193 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         a.params = p; a.q = query; a.out = out; a.cache = cache;
         a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
         a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
-        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
+        ATTN__CHECKF(m, query.data && out.data, ATTN_ERR_INVALID_ARG,
+                     "%s.data is NULL with num_decode_tokens = %d", query.data ? "out" : "query",
+                     f.decodes);
         a.tables = f.tables + (size_t)f.prefills * f.max_blocks; a.max_blocks = f.max_blocks;
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
-        ATTN__TRY(attn__decode_check(&a));
-        ATTN__TRY(attn__decode_plan_fill(&dec, &c, &a));
+        ATTN__TRYF(m, attn__decode_check(&a), "the decodes (cache geometry, block tables, rows)");
+        ATTN__TRYF(m, attn__decode_plan_fill(&dec, &c, &a), "the decodes' plan");
     }
     /* decode items are decodes x spans, and spans <= Hk */
-    ATTN__CHECK(pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
-    ATTN__TRY(attn__gemm_begin(&c, &pre, pre_items, &call));  /* before any write */
-    if (f.slots) {  /* checks every slot before writing any */
-        attn_status st = attn__write_kv_check(cache, key, value, f.slots, f.write_tokens);
-        if (st == ATTN_OK) st = attn__write_kv(&c, cache, key, value, f.slots, f.write_tokens);
-        if (st != ATTN_OK) { attn__gemm_end(&pre, &call); return st; }
+    ATTN__CHECKF(m, pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff,
+                 ATTN_ERR_INVALID_ARG, "the step has more than 2^31 - 1 work items");
+    ATTN__TRY(attn__forward_consistency(md, &f, cache, m));
+    if (f.slots)
+        ATTN__TRYF(m, attn__write_kv_check(cache, key, value, f.slots, f.write_tokens),
+                   "writing the new K/V (cache, key and value rows)");
+    ATTN__TRYF(m, attn__gemm_begin(&c, &pre, pre_items, &call), "oneDNN");  /* before any write */
+    for (int i = 0; i < md->num_blocks_to_copy; i++)  /* checked: in range, no conflicts */
+        attn__copy_block(cache, cache, md->blocks_to_copy[2 * i], md->blocks_to_copy[2 * i + 1]);
+    if (f.slots) {  /* the slots' range is checked again before anything is written */
+        attn_status st = attn__write_kv(&c, cache, key, value, f.slots, f.write_tokens);
+        if (st != ATTN_OK) {
+            attn__gemm_end(&pre, &call);
+            return attn__fail_default(m, st, "writing the new K/V (key, value, slot_mapping)");
+        }
     }
     attn__value_caches_reset(&pre, c.threads);
     drun.plan = &dec; drun.k = c.k;
     run.k = c.k; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
     int items = (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0);
     attn__run_items(&c, items, attn__forward_task, &run);
-    return attn__gemm_end(&pre, &call);
+    ATTN__TRYF(m, attn__gemm_end(&pre, &call), "oneDNN");
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   [Ra] Batch builder: checks the whole step (blocks included), then appends and fills. */
+
+/* Lays out a batch's arrays at base (NULL: only measures); returns the bytes from base. */
+ATTN__PRIVATE size_t attn__batch_layout(attn_batch *b, char *base, size_t S, size_t T, size_t MB) {
+    size_t at = 0;
+    if (base) b->slot_mapping = (int64_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int64_t) * T);
+    if (base) b->blocks_to_copy = (int64_t *)(void *)(base + at);
+    at += attn__align_up(2 * sizeof(int64_t) * S);
+    if (base) b->seq_lens = (int32_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int32_t) * S);
+    if (base) b->context_lens = (int32_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int32_t) * S);
+    if (base) b->query_start_loc = (int32_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int32_t) * (S + 1));
+    if (base) b->block_tables = (int32_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int32_t) * S * MB);
+    return at;
+}
+
+ATTNDEF size_t attn_batch_bytes(int max_seqs, int max_tokens, int max_blocks_per_seq) {
+    if (max_seqs < 1 || max_tokens < 1 || max_blocks_per_seq < 1) return 0;
+    size_t S = (size_t)max_seqs, T = (size_t)max_tokens, MB = (size_t)max_blocks_per_seq;
+    size_t lim = ATTN__SIZE_MAX / 16 - 1024;  /* each array, with its rounding, stays below */
+    if (T > lim / 8 || S > lim / 16 || MB > lim / 4 / S) return 0;
+    return ATTN__ALIGN + attn__batch_layout(NULL, NULL, S, T, MB);
+}
+
+ATTNDEF attn_status attn_batch_init(attn_batch *batch, int max_seqs, int max_tokens,
+                                    int max_blocks_per_seq, void *mem, size_t bytes) {
+    size_t need = attn_batch_bytes(max_seqs, max_tokens, max_blocks_per_seq);
+    ATTN__CHECK(batch != NULL && mem != NULL && need != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+    memset(batch, 0, sizeof *batch);
+    batch->max_seqs = max_seqs; batch->max_tokens = max_tokens;
+    batch->max_blocks_per_seq = max_blocks_per_seq;
+    attn__batch_layout(batch, base, (size_t)max_seqs, (size_t)max_tokens,
+                       (size_t)max_blocks_per_seq);
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
+                                     attn_seq *const *seqs, const int32_t *num_new, int n,
+                                     attn_metadata *md) {
+    const attn_status IA = ATTN_ERR_INVALID_ARG, OOR = ATTN_ERR_OUT_OF_RANGE;
+    attn__msg msg = {NULL, 0}, *m = &msg;
+    ATTN__CHECK(batch != NULL, IA);
+    msg.buf = batch->error_msg; msg.bytes = sizeof batch->error_msg;
+    msg.buf[0] = '\0';
+    ATTN__CHECKF(m, batch->slot_mapping && batch->blocks_to_copy && batch->seq_lens &&
+                     batch->context_lens && batch->query_start_loc && batch->block_tables &&
+                     batch->max_seqs >= 1 && batch->max_tokens >= 1 &&
+                     batch->max_blocks_per_seq >= 1, IA,
+                 "batch is not initialised (attn_batch_init)");
+    ATTN__CHECKF(m, md != NULL, IA, "md is NULL");
+    ATTN__CHECKF(m, attn__pool_ok(pool), IA, "pool is NULL or not initialised");
+    ATTN__CHECKF(m, n >= 0 && (n == 0 || (seqs != NULL && num_new != NULL)), IA,
+                 "n = %d with seqs or num_new NULL", n);
+    ATTN__CHECKF(m, n <= batch->max_seqs, OOR, "n = %d sequences but the batch's max_seqs = %d",
+                 n, batch->max_seqs);
+    int bs = pool->block_size, mb = batch->max_blocks_per_seq;
+    int64_t tokens = 0, need = 0, *last_cow = batch->blocks_to_copy;  /* scratch until step 2 */
+    for (int i = 0; i < n; i++) {
+        const attn_seq *q = seqs[i];
+        ATTN__CHECKF(m, q != NULL, IA, "seqs[%d] is NULL", i);
+        ATTN__CHECKF(m, attn__seq_ok(pool, q), IA,
+                     "seqs[%d] is not a valid sequence of this pool (len = %lld, num_blocks = "
+                     "%d, max_blocks = %d, block_size = %d)", i, (long long)q->len,
+                     q->num_blocks, q->max_blocks, bs);
+        ATTN__CHECKF(m, num_new[i] >= 1, IA,
+                     "num_new[%d] = %d: a sequence of the step has at least one new token", i,
+                     num_new[i]);
+        for (int j = 0; j < i; j++)
+            ATTN__CHECKF(m, seqs[j] != q && (seqs[j]->block_table != q->block_table ||
+                                             q->max_blocks == 0),
+                         IA, "seqs[%d] and seqs[%d] are the same sequence (or share a table)", j,
+                         i);
+        ATTN__CHECKF(m, q->len + num_new[i] <= ATTN__INT_MAX, OOR,
+                     "seqs[%d]: length %lld + %d new tokens does not fit seq_lens (int32)", i,
+                     (long long)q->len, num_new[i]);
+        int64_t nb = attn_kv_blocks_for_tokens(q->len + num_new[i], bs);
+        ATTN__CHECKF(m, nb <= q->max_blocks, OOR,
+                     "seqs[%d] needs %lld blocks for %lld tokens but its table has max_blocks = "
+                     "%d", i, (long long)nb, (long long)(q->len + num_new[i]), q->max_blocks);
+        ATTN__CHECKF(m, nb <= mb, OOR,
+                     "seqs[%d] needs %lld blocks but the batch's max_blocks_per_seq = %d", i,
+                     (long long)nb, mb);
+        tokens += num_new[i];
+        ATTN__CHECKF(m, tokens <= batch->max_tokens, OOR,
+                     "the step has more than the batch's max_tokens = %d new tokens (at seqs[%d])",
+                     batch->max_tokens, i);
+        need += nb - q->num_blocks;
+        last_cow[i] = -1;
+        if (q->len % bs != 0) {  /* the last block takes new tokens: copied first if shared */
+            int32_t last = q->block_table[q->num_blocks - 1];
+            ATTN__CHECKF(m, last >= 0 && last < pool->num_blocks && pool->refcount[last] > 0, IA,
+                         "seqs[%d]->block_table[%d] = %d is not a block in use", i,
+                         q->num_blocks - 1, last);
+            int64_t refs = pool->refcount[last];
+            if (refs > 1)  /* each earlier copy of the same block in this step drops one */
+                for (int j = 0; j < i; j++) refs -= last_cow[j] == last;
+            if (refs > 1) { last_cow[i] = last; need++; }
+        }
+    }
+    ATTN__CHECKF(m, need <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS,
+                 "the step needs %lld free blocks (copy-on-write included) but the pool has %d",
+                 (long long)need, pool->num_free);
+    /* (2) commit: nothing below can fail */
+    int decodes = 0, ncow = 0;
+    while (decodes < n && num_new[n - 1 - decodes] == 1) decodes++;
+    int prefills = n - decodes;
+    int64_t t = 0;
+    batch->query_start_loc[0] = 0;
+    for (int i = 0; i < n; i++) {
+        attn_seq *q = seqs[i];
+        int64_t pair[1][2];
+        int got = 0;
+        int32_t before = (int32_t)q->len;
+        attn_status st = attn_seq_append(pool, q, num_new[i], batch->slot_mapping + t, pair, &got);
+        ATTN_ASSERT(st == ATTN_OK);  /* everything it checks was checked above */
+        if (st != ATTN_OK) return attn__failf(m, st, "seqs[%d]: append failed", i);
+        if (got) {  /* ncow <= i: the scratch entries it overwrites are spent */
+            batch->blocks_to_copy[2 * ncow] = pair[0][0];
+            batch->blocks_to_copy[2 * ncow + 1] = pair[0][1];
+            ncow++;
+        }
+        if (i < prefills) {
+            batch->context_lens[i] = before;
+            batch->query_start_loc[i + 1] = batch->query_start_loc[i] + num_new[i];
+        }
+        batch->seq_lens[i] = (int32_t)q->len;
+        int32_t *row = batch->block_tables + (size_t)i * (size_t)mb;
+        memcpy(row, q->block_table, sizeof(int32_t) * (size_t)q->num_blocks);
+        memset(row + q->num_blocks, 0, sizeof(int32_t) * (size_t)(mb - q->num_blocks));
+        t += num_new[i];
+    }
+    memset(md, 0, sizeof *md);
+    md->num_prefills = prefills;
+    md->num_prefill_tokens = batch->query_start_loc[prefills];
+    md->num_decode_tokens = decodes;
+    md->slot_mapping = batch->slot_mapping;
+    md->seq_lens = batch->seq_lens;
+    md->query_start_loc = batch->query_start_loc;
+    md->context_lens = batch->context_lens;
+    md->block_tables = batch->block_tables;
+    md->max_blocks_per_seq = mb;
+    md->blocks_to_copy = ncow ? batch->blocks_to_copy : NULL;
+    md->num_blocks_to_copy = ncow;
+    md->num_seqs = n;
+    md->num_tokens = (int)t;
+    return ATTN_OK;
 }
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */
 #endif /* ATTN_IMPLEMENTATION */

@@ -3,8 +3,8 @@
 # banners' tags (in order), and the KERNEL NAMES list is exactly the set of ATTN__FN names.
 # Prints what differs; exit status 0 when all agree.
 H=${1:-attn.h}; T=${TMPDIR:-/tmp}/attn_house.$$; rc=0
-sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-h]*\]' > "$T.contents"
-awk '/^\/\* -----------------------------------------/ { getline; if (match($0, /^   \[[0-9A-Z][a-h]*\]/)) print substr($0, 4, RLENGTH - 3) }' \
+sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-z]*\]' > "$T.contents"
+awk '/^\/\* -----------------------------------------/ { getline; if (match($0, /^   \[[0-9A-Z][a-z]*\]/)) print substr($0, 4, RLENGTH - 3) }' \
     "$H" > "$T.banners"
 LC_ALL=C sort -u "$T.contents" > "$T.c"; LC_ALL=C sort "$T.banners" > "$T.b"
 if ! cmp -s "$T.c" "$T.b"; then echo "CONTENTS and the banners disagree:"; diff "$T.c" "$T.b"; rc=1; fi

@@ -525,7 +525,7 @@ static void tk_every_cache_call(attn_kv_cache *c, attn_kv_cache *good, attn_stat
     for (int i = 0; i < TKR_HK * TKR_D; i++) kv[0][i] = kv[1][i] = 0.02f * (float)(i % 7);
     memset(out, 0, sizeof out);
     attn_rows rq = {q, ATTN_F32, 0}, ro = {out, ATTN_F32, 0}, rkv = {kv, ATTN_F32, 0};
-    int64_t slots[2] = {5, 6}, pairs[1][2] = {{0, 2}};
+    int64_t slots[2] = {1, 6}, pairs[1][2] = {{0, 2}};  /* slots[0]: position 5 in table {1, 0} */
     int32_t tables[2] = {1, 0}, lens[1] = {6}, qs[2] = {0, 2};
     attn_kv_cache *layers[2] = {good, c};
     attn_layer L;

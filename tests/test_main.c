@@ -14,6 +14,7 @@
 #include "test_decode.c"
 #include "test_paged_prefill.c"
 #include "test_forward.c"
+#include "test_serve.c"
 #include "test_onednn.c"
 
 static const attn_test_entry all_tests[] = {
@@ -24,6 +25,7 @@ static const attn_test_entry all_tests[] = {
     TEST_DECODE_LIST,
     TEST_PAGED_PREFILL_LIST,
     TEST_FORWARD_LIST,
+    TEST_SERVE_LIST,
     TEST_ONEDNN_LIST,
     {NULL, NULL}};
 
