@@ -48,7 +48,7 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise \
+.PHONY: all run test test-builds sanitize bench bench-onednn examples clean compile-checks bitwise \
         compile-time install uninstall
 all: $(B)/test_default $(B)/quickstart
 
@@ -90,7 +90,13 @@ compile-time: | $(B)
 	@sh tests/compile_time.sh $(B) $(CC) $(if $(filter-out clang,$(CC)),$(if $(shell command -v clang 2>/dev/null),clang))
 
 # Runs every configuration (and the examples), prints each one's results and, last, the sum.
-test: $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMBEDDED_AARCH64)
+# The builds run JOBS at a time (all cores: each is one compiler process), then the suites run
+# one after another.
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_BUILDS := $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMBEDDED_AARCH64)
+test-builds: $(TEST_BUILDS)
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) test-builds
 ifneq ($(ATTN_ONEDNN),1)
 	@echo "=== configurations onednn, onednn_sanitize: SKIPPED (no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev)"
 endif
