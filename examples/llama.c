@@ -175,8 +175,9 @@ static void dot4(const float *w, const float *x, size_t stride, int nt, int K, f
 
 static void matmul(float *y, const float *x, const float *w, int T, int K, int N) {
     int nblocks = (N + 15) / 16;
+    /* threads only for at least 2^18 multiply-adds: a smaller one is over before they start */
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)T * K * N >= 262144.0)
 #endif
     for (int b = 0; b < nblocks; b++) {
         int n1 = b * 16 + 16 < N ? b * 16 + 16 : N;
@@ -676,13 +677,13 @@ static int tok_encode(const tokenizer *t, const char *text, int *out) {
 }
 
 /* Prints token id after prev: a byte token as its byte, no leading space right after BOS, and
-   nothing for control bytes. */
+   nothing for a byte that is not printable ASCII or whitespace (a lone piece of UTF-8). */
 static void tok_print(const tokenizer *t, int prev, int id) {
     const char *p = t->piece[id];
     unsigned char byte;
     if (prev == 1 && p[0] == ' ') p++;
     if (sscanf(p, "<0x%02hhX>", &byte) == 1 && strlen(p) == 6) {
-        if (byte >= 32 || byte == '\n' || byte == '\t' || byte >= 128) putchar(byte);
+        if ((byte >= 32 && byte < 127) || byte == '\n' || byte == '\t') putchar(byte);
         return;
     }
     if (id < 3) return;
