@@ -40,5 +40,9 @@ for ex in "$B"/ex_*; do
     else ef=$((ef + 1)); echo "FAIL $(basename "$ex")"; cat "$B/$(basename "$ex").out"; fi
 done
 add "$ep passed, $ef failed"
+echo "=== llama runner against a naive forward pass (tests/llama_check.sh)"
+out=$(sh tests/llama_check.sh "$B" "$CC" 2>&1)
+echo "$out" | grep -v '^PASS '
+add "$(echo "$out" | tail -n 1)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
