@@ -60,6 +60,12 @@ else bad "sampling: tokens differ between 1 and 2 threads"; fi
 if cmp -s "$B/llama_f32_t1.tokens" "$B/llama_f32_t2_chunk.tokens"; then
     ok "greedy f32: the same tokens whole and chunked"
 else bad "greedy f32: tokens differ between whole and chunked prefill"; fi
+# The IPEX backend: checked like the others when the runner was built with oneDNN
+# (-DATTN_USE_ONEDNN ... -ldnnl), else refused with a message and exit status 1, not a crash.
+out=$("$B/ex_llama" "$M" -m 2 --backend ipex -p "1 2 3" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q 'ATTN_USE_ONEDNN'; then ok "ipex: refused without oneDNN"
+elif [ $rc -eq 0 ]; then check ipex_t2_fork "--threads 2 --ignore-eos --backend ipex --chunk 4 -n 2 $SMALL" 1e-4 "$PRE"
+else bad "ipex: exit status $rc: $out"; fi
 # A pool that cannot hold the longest prompt: it is dropped with a message, the rest served.
 out=$("$B/ex_llama" "$M" -z "$Z" -m 8 --block-size 4 --blocks 4 -p "hi" \
       -p "once upon a time there was a little girl named lily who liked to play" 2>&1)
