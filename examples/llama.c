@@ -442,6 +442,7 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
     if (oo.blocks <= 0) oo.blocks = need_blocks;  /* default: everything fits */
     int max_seqs = ns < oo.max_seqs ? ns : oo.max_seqs;
     if (max_seqs > oo.batch_tokens) max_seqs = oo.batch_tokens;
+    if (max_seqs > 512) max_seqs = 512;
     engine e;
     if (!engine_init(&e, m, &oo, max_seqs)) return 0;
     st->num_blocks = oo.blocks;
@@ -516,9 +517,13 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 fprintf(stderr, "prompt %d sample %d: dropped, the pool of %d blocks cannot hold "
                         "%d tokens\n", s[victim].prompt, s[victim].index, oo.blocks,
                         s[victim].n_tok);
-                s[victim].dropped = 1;
-                finish(&e, &s[victim]);
-                st->dropped++;
+                for (int i = 0; i < ns; i++)  /* with the samples it would have forked */
+                    if (i == victim || (s[victim].children > 0 && s[i].prompt == s[victim].prompt &&
+                                        s[i].state == FORKWAIT)) {
+                        s[i].dropped = 1;
+                        finish(&e, &s[i]);
+                        st->dropped++;
+                    }
             } else {
                 attn_seq_release(&e.pool, &s[victim].seq);
                 s[victim].state = WAITING; s[victim].arrival = step + 1;

@@ -21,8 +21,9 @@ for ex in llama make_checkpoint; do
     fi
 done
 $CC $FLAGS tests/llama_ref.c -o "$B/llama_ref" -lm || { echo "FAIL build llama_ref"; echo "0 passed, 1 failed"; exit 1; }
-M=$B/llama_tiny.bin; Z=$B/llama_tiny_tok.bin
-"$B/ex_make_checkpoint" --tiny -o "$M" -z "$Z" > /dev/null || { echo "FAIL make_checkpoint"; echo "0 passed, 1 failed"; exit 1; }
+M=$B/llama_tiny.bin; Z=$B/llama_tiny_tok.bin; M_SHARED=$B/llama_tiny_shared.bin
+{ "$B/ex_make_checkpoint" --tiny -o "$M" -z "$Z" && "$B/ex_make_checkpoint" --tiny --shared --seed 3 \
+  -o "$M_SHARED" -z "$Z"; } > /dev/null || { echo "FAIL make_checkpoint"; echo "0 passed, 1 failed"; exit 1; }
 passed=0; failed=0
 ok() { passed=$((passed + 1)); echo "PASS $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
@@ -66,8 +67,12 @@ out=$("$B/ex_llama" "$M" -m 2 --backend ipex -p "1 2 3" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q 'ATTN_USE_ONEDNN'; then ok "ipex: refused without oneDNN"
 elif [ $rc -eq 0 ]; then check ipex_t2_fork "--threads 2 --ignore-eos --backend ipex --chunk 4 -n 2 $SMALL" 1e-4 "$PRE"
 else bad "ipex: exit status $rc: $out"; fi
+# The classifier shared with the token embedding (positive vocab_size, as stories15M has).
+M_UNSHARED=$M; M=$M_SHARED
+check shared_t2     "--threads 2 --ignore-eos --chunk 4 -n 2 $SMALL"                1e-4 "$PRE"
+M=$M_UNSHARED
 # A pool that cannot hold the longest prompt: it is dropped with a message, the rest served.
-out=$("$B/ex_llama" "$M" -z "$Z" -m 8 --block-size 4 --blocks 4 -p "hi" \
+out=$("$B/ex_llama" "$M" -z "$Z" -m 8 --block-size 4 --blocks 4 -n 2 -p "hi" \
       -p "once upon a time there was a little girl named lily who liked to play" 2>&1)
 if [ $? -eq 0 ] && echo "$out" | grep -q 'dropped'; then ok "a prompt larger than the pool is dropped, not a crash"
 else bad "pool too small: $out"; fi
