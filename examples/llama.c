@@ -33,7 +33,7 @@
    for tests/llama_ref.c to check against a naive double-precision forward pass.
    With no arguments it builds a tiny random model in memory and serves prompts with chunking,
    forking and preemption, then checks that every greedy output equals that prompt served alone
-   (no chunking, a large pool); exit status 0 when they agree. */
+   (no chunking, a large pool, one thread); exit status 0 when they agree. */
 #define _POSIX_C_SOURCE 200809L
 #define ATTN_IMPLEMENTATION
 #include "attn.h"
@@ -765,8 +765,9 @@ static void set_threads(int n) {
 }
 
 /* No arguments: a tiny model, five prompts with staggered arrivals, chunked prefill, two samples
-   of one prompt (fork + copy-on-write), a pool small enough to preempt; every greedy output must
-   equal its prompt served alone. */
+   of each prompt (fork + copy-on-write), a pool small enough to preempt; every greedy output
+   must equal its prompt served alone on one thread (attn.h's results do not depend on the
+   thread count or the batch, and neither do the matmuls here). */
 static int self_check(void) {
     model m;
     if (!model_tiny(&m)) { printf("cannot build the tiny model\n"); return 1; }
@@ -796,7 +797,7 @@ static int self_check(void) {
     int distinct = 0;
     for (int i = 0; i < 10; i++) {  /* each alone: one sample, whole prompt, a big pool */
         options a = o;
-        a.chunk = 0; a.blocks = 0; a.n_samples = 1; a.batch_tokens = 64;
+        a.chunk = 0; a.blocks = 0; a.n_samples = 1; a.batch_tokens = 64; a.threads = 1;
         sample *r;
         stats rs;
         int p = s[i].prompt, same = serve(&m, &a, 1, &ptok[p], &len[p], arrive, &r, &rs) &&
