@@ -48,9 +48,9 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test test-builds sanitize bench bench-onednn examples clean compile-checks bitwise \
-        compile-time install uninstall
-all: $(B)/test_default $(B)/quickstart
+.PHONY: all run test test-builds sanitize bench bench-onednn examples clean compile-checks \
+        bitwise compile-time install uninstall
+all: $(B)/test_default $(B)/quickstart $(B)/ex_llama
 
 $(B):
 	@mkdir -p $(B)
@@ -61,8 +61,18 @@ $(B)/test_%: $(TEST_DEPS) | $(B)
 $(B)/quickstart: examples/quickstart.c attn.h | $(B)
 	$(CC) $(WARN) $(OPT) -I. $< -o $@ $(LDLIBS)
 
-run: $(B)/quickstart
-	./$(B)/quickstart
+# `make run`: a generated checkpoint (dim 512, 6 layers, 8 heads / 2 KV heads, vocab 4096, with
+# its toy tokenizer) served by the llama runner: six prompts arriving over the first steps,
+# prefill in chunks of 32 tokens, two samples of each prompt (forks), then the text and the
+# throughput. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
+RUN_FLAGS ?=
+$(B)/model.bin: $(B)/ex_make_checkpoint
+	$(B)/ex_make_checkpoint -o $@ -z $(B)/tokenizer.bin
+run: $(B)/ex_llama $(B)/model.bin
+	$(B)/ex_llama $(B)/model.bin -z $(B)/tokenizer.bin -m 48 -n 2 --chunk 32 --temp 0.8 \
+	  --arrive 0,0,2,4,6,8 -p "Once upon a time" -p "The little dog ran to the park" \
+	  -p "In the morning the sun was warm and the birds sang in the tall trees" \
+	  -p "She said hello" -p "A cat sat on the mat" -p "The king had three sons" $(RUN_FLAGS)
 
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(wildcard examples/*.c))
 $(B)/ex_%: examples/%.c attn.h | $(B)

@@ -49,5 +49,9 @@ if [ -n "${QEMU_AARCH64:-}" ] && [ -x "$B/embedded_aarch64" ]; then
     else ef=$((ef + 1)); echo "FAIL embedded_aarch64 (qemu)"; cat "$B/embedded_aarch64.out"; fi
 fi
 add "$ep passed, $ef failed"
+echo "=== llama runner against a naive forward pass (tests/llama_check.sh)"
+out=$(sh tests/llama_check.sh "$B" "$CC" 2>&1)
+echo "$out" | grep -v '^PASS '
+add "$(echo "$out" | tail -n 1)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,936 @@
+/* llama.c - a llama-family runner on attn.h with continuous batching over the paged KV cache.
+
+   Reads a llama2.c checkpoint (7-int header dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+   vocab_size (< 0: unshared classifier), seq_len, then the weights in llama2.c's order; e.g.
+   stories15M.bin, or one from examples/make_checkpoint.c) and serves several prompts at once:
+   RMSNorm, RoPE (rotating pairs of dims), SwiGLU, grouped-query attention. Every attention call
+   is attn_forward over one attn_kv_cache per layer, all layers sharing one attn_block_pool, with
+   each step's attn_metadata filled by attn_batch_build:
+   - continuous batching: prompts arrive at given steps; each step is one mixed batch of prefill
+     chunks (--chunk N tokens of a prompt per step, over its cached prefix) and decodes under a
+     token budget; finished sequences release their blocks and waiting ones join;
+   - a full pool (ATTN_ERR_OUT_OF_BLOCKS from the builder) preempts the youngest sequence: its
+     blocks are released and it is recomputed (prompt + tokens so far) when it is admitted again;
+   - -n K samples per prompt fork the prompt's sequence once its prompt is cached
+     (attn_seq_fork); the shared last block is copied on write through the builder's
+     blocks_to_copy, which attn_forward applies;
+   - greedy, or --temp / --top-p sampling with --seed; --kv-dtype, --block-size, --blocks (pool
+     size), --threads, --backend sdpa|ipex (ipex needs -DATTN_USE_ONEDNN ... -ldnnl);
+   - text in and out with a llama2.c tokenizer.bin (-z), token ids otherwise;
+   - at the end: prefill and decode tokens/s, time in attention vs the rest, peak KV blocks in use,
+     preemptions.
+   The matmuls are plain C (OpenMP over blocks of output rows, four tokens per pass over a
+   weight row); they are not the point of this example.
+
+   Build: cc -O2 -fopenmp -I. examples/llama.c -o llama -lm
+   Usage: llama model.bin [-z tokenizer.bin] [-p PROMPT]... [-f PROMPTS_FILE] [--arrive 0,0,3]
+                [-n K] [-m MAX_NEW] [--temp T] [--top-p P] [--seed S] [--chunk N]
+                [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
+                [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
+                [--ignore-eos] [--dump FILE] [-q]
+   Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes.
+   --dump writes every sample's tokens and the logits that chose each generated token (text),
+   for tests/llama_ref.c to check against a naive double-precision forward pass.
+   With no arguments it builds a tiny random model in memory and serves prompts with chunking,
+   forking and preemption, then checks that every greedy output equals that prompt served alone
+   (no chunking, a large pool, one thread); exit status 0 when they agree. */
+#define _POSIX_C_SOURCE 200809L
+#define ATTN_IMPLEMENTATION
+#include "attn.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "out of memory (%zu bytes)\n", n); exit(1); }
+    return p;
+}
+
+/* ---- the model ------------------------------------------------------------------------------ */
+typedef struct model {
+    int dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared, hs, kvd;
+    const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+    float *rope_cos, *rope_sin;  /* [seq_len][hs / 2] */
+    void *file;                  /* the checkpoint's bytes (owned) */
+} model;
+
+/* Maps the weights of a checkpoint held in memory (header + floats). 0 when it is malformed. */
+static int model_map(model *m, void *file, size_t bytes) {
+    int32_t h[7];
+    if (bytes < sizeof h) return 0;
+    memcpy(h, file, sizeof h);
+    memset(m, 0, sizeof *m);
+    m->dim = h[0]; m->hidden = h[1]; m->layers = h[2]; m->heads = h[3]; m->kv_heads = h[4];
+    m->shared = h[5] > 0; m->vocab = h[5] > 0 ? h[5] : -h[5]; m->seq_len = h[6];
+    if (m->dim < 2 || m->hidden < 1 || m->layers < 1 || m->heads < 1 || m->kv_heads < 1 ||
+        m->vocab < 3 || m->seq_len < 2 || m->dim % m->heads || m->heads % m->kv_heads ||
+        (m->dim / m->heads) % 2)
+        return 0;
+    m->hs = m->dim / m->heads; m->kvd = m->kv_heads * m->hs;
+    size_t D = (size_t)m->dim, L = (size_t)m->layers, F = (size_t)m->hidden, K = (size_t)m->kvd;
+    size_t need = (size_t)m->vocab * D + L * (D + D * D + 2 * K * D + D * D + D + 3 * F * D) + D +
+                  (size_t)m->seq_len * (size_t)m->hs + (m->shared ? 0 : (size_t)m->vocab * D);
+    if ((bytes - sizeof h) / sizeof(float) < need) return 0;
+    const float *p = (const float *)((const char *)file + sizeof h);
+    m->emb = p; p += (size_t)m->vocab * D;
+    m->rms_att = p; p += L * D;
+    m->wq = p; p += L * D * D;
+    m->wk = p; p += L * K * D;
+    m->wv = p; p += L * K * D;
+    m->wo = p; p += L * D * D;
+    m->rms_ffn = p; p += L * D;
+    m->w1 = p; p += L * F * D;
+    m->w2 = p; p += L * D * F;
+    m->w3 = p; p += L * F * D;
+    m->rms_final = p; p += D;
+    p += (size_t)m->seq_len * (size_t)m->hs;  /* legacy freq_cis_real and _imag: skipped */
+    m->wcls = m->shared ? m->emb : p;
+    size_t half = (size_t)m->hs / 2;
+    m->rope_cos = (float *)xmalloc(sizeof(float) * (size_t)m->seq_len * half);
+    m->rope_sin = (float *)xmalloc(sizeof(float) * (size_t)m->seq_len * half);
+    for (int pos = 0; pos < m->seq_len; pos++)
+        for (size_t i = 0; i < half; i++) {
+            double a = pos * pow(10000.0, -2.0 * (double)i / m->hs);
+            m->rope_cos[(size_t)pos * half + i] = (float)cos(a);
+            m->rope_sin[(size_t)pos * half + i] = (float)sin(a);
+        }
+    m->file = file;
+    return 1;
+}
+
+static int model_load(model *m, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path); return 0; }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = size > 0 ? xmalloc((size_t)size) : NULL;
+    int ok = buf && fread(buf, 1, (size_t)size, f) == (size_t)size;
+    fclose(f);
+    if (ok && model_map(m, buf, (size_t)size)) return 1;
+    fprintf(stderr, "%s: not a llama2.c checkpoint (or truncated)\n", path);
+    free(buf);
+    return 0;
+}
+
+static void model_free(model *m) { free(m->file); free(m->rope_cos); free(m->rope_sin); }
+
+/* A tiny random model in memory, for the no-argument self-check (the layout of a file from
+   examples/make_checkpoint.c --tiny, other random values). */
+static int model_tiny(model *m) {
+    int32_t h[7] = {64, 192, 2, 4, 2, -512, 256};
+    int hs = 16;
+    size_t n = 512 * 64 + 2 * (64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 64 + 3 * 192 * 64) + 64 +
+               256 * (size_t)hs + 512 * 64;
+    char *buf = (char *)xmalloc(sizeof h + n * sizeof(float));
+    float *w = (float *)(buf + sizeof h);
+    memcpy(buf, h, sizeof h);
+    uint64_t s = 12345;
+    /* {count, std, mean} in file order; std 1/sqrt(fan_in), residual branches halved */
+    const double sd = 0.125, sh = 0.0722;
+    struct { size_t n; double std, mean; } part[] = {
+        {512 * 64, 1, 0}, {2 * 64, 0.05, 1}, {2 * 64 * 64, sd, 0}, {2 * 32 * 64, sd, 0},
+        {2 * 32 * 64, sd, 0}, {2 * 64 * 64, sd / 2, 0}, {2 * 64, 0.05, 1}, {2 * 192 * 64, sd, 0},
+        {2 * 64 * 192, sh / 2, 0}, {2 * 192 * 64, sd, 0}, {64, 0.05, 1}, {256 * 16, 0, 0},
+        {512 * 64, 4 * sd, 0}};
+    size_t k = 0;
+    for (size_t j = 0; j < sizeof part / sizeof part[0]; j++)
+        for (size_t i = 0; i < part[j].n; i++) {
+            s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
+            double u = (double)((s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+            w[k++] = (float)(part[j].mean + part[j].std * 1.7320508 * (2 * u - 1));
+        }
+    return k == n && model_map(m, buf, sizeof h + n * sizeof(float));
+}
+
+/* ---- kernels: matmul, RMSNorm, RoPE, SwiGLU ------------------------------------------------ */
+/* y[t][n] = sum_k x[t][k] w[n][k] for T tokens. Threads own blocks of 16 output rows; each
+   weight row is read once per four tokens. Every dot product sums the same 8 lanes in the same
+   order whatever the batch holds, so a token's result does not depend on its neighbours. */
+static void dot4(const float *w, const float *x, size_t stride, int nt, int K, float *out,
+                 size_t ostride) {
+    float acc[4][8] = {{0}};
+    int k = 0;
+    for (; k + 8 <= K; k += 8)
+        for (int t = 0; t < nt; t++)
+            for (int l = 0; l < 8; l++) acc[t][l] += w[k + l] * x[(size_t)t * stride + k + l];
+    for (; k < K; k++)
+        for (int t = 0; t < nt; t++) acc[t][k & 7] += w[k] * x[(size_t)t * stride + k];
+    for (int t = 0; t < nt; t++)
+        out[(size_t)t * ostride] = ((acc[t][0] + acc[t][1]) + (acc[t][2] + acc[t][3])) +
+                                   ((acc[t][4] + acc[t][5]) + (acc[t][6] + acc[t][7]));
+}
+
+static void matmul(float *y, const float *x, const float *w, int T, int K, int N) {
+    int nblocks = (N + 15) / 16;
+    /* threads only for at least 2^18 multiply-adds: a smaller one is over before they start */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((double)T * K * N >= 262144.0)
+#endif
+    for (int b = 0; b < nblocks; b++) {
+        int n1 = b * 16 + 16 < N ? b * 16 + 16 : N;
+        for (int t = 0; t < T; t += 4) {
+            int nt = T - t < 4 ? T - t : 4;
+            for (int n = b * 16; n < n1; n++)
+                dot4(w + (size_t)n * (size_t)K, x + (size_t)t * (size_t)K, (size_t)K, nt, K,
+                     y + (size_t)t * (size_t)N + (size_t)n, (size_t)N);
+        }
+    }
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int T, int D) {
+    for (int t = 0; t < T; t++) {
+        const float *r = x + (size_t)t * (size_t)D;
+        float ss = 0.0f;
+        for (int i = 0; i < D; i++) ss += r[i] * r[i];
+        float inv = 1.0f / sqrtf(ss / (float)D + 1e-5f);
+        for (int i = 0; i < D; i++) out[(size_t)t * (size_t)D + i] = w[i] * (r[i] * inv);
+    }
+}
+
+/* Rotates dims (2i, 2i+1) of every head by pos * 10000^(-2i/hs) (llama2.c's convention). */
+static void rope(const model *m, float *x, int T, const int *pos, int heads) {
+    int half = m->hs / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = m->rope_cos + (size_t)pos[t] * (size_t)half;
+        const float *s = m->rope_sin + (size_t)pos[t] * (size_t)half;
+        for (int h = 0; h < heads; h++) {
+            float *v = x + ((size_t)t * (size_t)heads + (size_t)h) * (size_t)m->hs;
+            for (int i = 0; i < half; i++) {
+                float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * c[i] - b * s[i];
+                v[2 * i + 1] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+/* ---- serving ----------------------------------------------------------------------------- */
+typedef struct options {
+    int threads, chunk, batch_tokens, max_seqs, block_size, blocks, n_samples, max_new;
+    int ignore_eos, quiet;
+    float temp, top_p;
+    unsigned long long seed;
+    attn_dtype kv;
+    attn_backend backend;
+    FILE *dump;
+} options;
+
+typedef struct stats {
+    double t_total, t_attn, t_prefill, t_decode;
+    long prefill_tokens, decode_tokens, generated;
+    int steps, peak_blocks, preemptions, forks, cow_copies, dropped, num_blocks;
+} stats;
+
+enum { WAITING, RUNNING, FORKWAIT, DONE };
+typedef struct sample {
+    int prompt, index;          /* prompt number, sample number of that prompt */
+    int *tok, n_tok, n_prompt;  /* prompt + generated tokens */
+    int n_gen, max_gen, state, arrival, admitted, children, dropped;
+    attn_seq seq;
+    int32_t *table;
+    unsigned long long rng;
+    float *logit_log;           /* [max_gen][vocab] when dumping */
+} sample;
+
+typedef struct engine {
+    const model *m;
+    const options *o;
+    attn_layer layer;
+    attn_exec ex;
+    attn_kv_cache *cache;
+    void **cache_mem, *pool_mem, *batch_mem, *ws;
+    size_t ws_bytes;
+    attn_block_pool pool;
+    attn_batch batch;
+    float *x, *xb, *q, *k, *v, *att, *h1, *h3, *xl, *logits, *probs;
+    int *ptok, *ppos;
+    char msg[256];
+} engine;
+
+/* One step's forward pass over T tokens in batch order; logits for the nl rows lrows. */
+static int forward(engine *e, const attn_metadata *md, int T, int nl, const int *lrows,
+                   stats *st) {
+    const model *m = e->m;
+    int D = m->dim, F = m->hidden, KV = m->kvd;
+    size_t wsb = attn_forward_workspace_size(&e->layer, md, &e->ex);
+    if (wsb > e->ws_bytes) {
+        free(e->ws);
+        e->ws = xmalloc(wsb);
+        e->ws_bytes = wsb;
+    }
+    for (int t = 0; t < T; t++)
+        memcpy(e->x + (size_t)t * D, m->emb + (size_t)e->ptok[t] * D, sizeof(float) * (size_t)D);
+    for (int l = 0; l < m->layers; l++) {
+        size_t lo = (size_t)l;
+        rmsnorm(e->xb, e->x, m->rms_att + lo * D, T, D);
+        matmul(e->q, e->xb, m->wq + lo * D * D, T, D, D);
+        matmul(e->k, e->xb, m->wk + lo * KV * D, T, D, KV);
+        matmul(e->v, e->xb, m->wv + lo * KV * D, T, D, KV);
+        rope(m, e->q, T, e->ppos, m->heads);
+        rope(m, e->k, T, e->ppos, m->kv_heads);
+        attn_rows rq = {e->q, ATTN_F32, 0}, rk = {e->k, ATTN_F32, 0};
+        attn_rows rv = {e->v, ATTN_F32, 0}, ro = {e->att, ATTN_F32, 0};
+        double t0 = now_s();
+        attn_status s = attn_forward(&e->layer, &e->ex, rq, rk, rv, &e->cache[l], md, ro, e->ws,
+                                     e->ws_bytes);
+        st->t_attn += now_s() - t0;
+        if (s != ATTN_OK) {
+            fprintf(stderr, "attn_forward: %s: %s\n", attn_status_str(s), e->msg);
+            return 0;
+        }
+        matmul(e->xb, e->att, m->wo + lo * D * D, T, D, D);
+        for (size_t i = 0; i < (size_t)T * D; i++) e->x[i] += e->xb[i];
+        rmsnorm(e->xb, e->x, m->rms_ffn + lo * D, T, D);
+        matmul(e->h1, e->xb, m->w1 + lo * F * D, T, D, F);
+        matmul(e->h3, e->xb, m->w3 + lo * F * D, T, D, F);
+        for (size_t i = 0; i < (size_t)T * F; i++)
+            e->h1[i] = e->h1[i] / (1.0f + expf(-e->h1[i])) * e->h3[i];
+        matmul(e->xb, e->h1, m->w2 + lo * D * F, T, F, D);
+        for (size_t i = 0; i < (size_t)T * D; i++) e->x[i] += e->xb[i];
+    }
+    for (int i = 0; i < nl; i++)
+        memcpy(e->xb + (size_t)i * D, e->x + (size_t)lrows[i] * D, sizeof(float) * (size_t)D);
+    rmsnorm(e->xl, e->xb, m->rms_final, nl, D);
+    matmul(e->logits, e->xl, m->wcls, nl, D, m->vocab);
+    return 1;
+}
+
+static float rng_uniform(unsigned long long *s) { /* [0, 1) */
+    *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
+    return (float)((*s * 2685821657736338717ull) >> 40) / 16777216.0f;
+}
+
+typedef struct { float p; int i; } prob_index;
+static int by_prob_desc(const void *a, const void *b) {
+    float x = ((const prob_index *)a)->p, y = ((const prob_index *)b)->p;
+    return x < y ? 1 : x > y ? -1 : ((const prob_index *)a)->i - ((const prob_index *)b)->i;
+}
+
+/* Greedy (temp 0), else softmax(logits / temp), truncated to the top-p nucleus when 0<p<1. */
+static int pick(const float *lg, int n, const options *o, unsigned long long *rng, float *probs) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (lg[i] > lg[best]) best = i;
+    if (o->temp <= 0.0f) return best;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += probs[i] = expf((lg[i] - lg[best]) / o->temp);
+    float r = rng_uniform(rng);
+    if (o->top_p <= 0.0f || o->top_p >= 1.0f) {
+        double c = 0.0;
+        for (int i = 0; i < n; i++) if ((c += probs[i] / sum) > r) return i;
+        return n - 1;
+    }
+    prob_index *pi = (prob_index *)xmalloc(sizeof *pi * (size_t)n);
+    for (int i = 0; i < n; i++) { pi[i].p = (float)(probs[i] / sum); pi[i].i = i; }
+    qsort(pi, (size_t)n, sizeof *pi, by_prob_desc);
+    double mass = 0.0;
+    int last = n - 1;
+    for (int i = 0; i < n; i++) if ((mass += pi[i].p) > o->top_p) { last = i; break; }
+    double c = 0.0;
+    int tok = pi[last].i;
+    for (int i = 0; i <= last; i++) if ((c += pi[i].p / mass) > r) { tok = pi[i].i; break; }
+    free(pi);
+    return tok;
+}
+
+static void finish(engine *e, sample *s) {
+    attn_seq_release(&e->pool, &s->seq);
+    s->state = DONE;
+}
+
+static void take_token(engine *e, sample *s, const float *lg, stats *st) {
+    int V = e->m->vocab;
+    if (s->logit_log) memcpy(s->logit_log + (size_t)s->n_gen * V, lg, sizeof(float) * (size_t)V);
+    int t = pick(lg, V, e->o, &s->rng, e->probs);
+    s->tok[s->n_tok++] = t;
+    s->n_gen++;
+    st->generated++;
+    if (s->n_gen >= s->max_gen || (!e->o->ignore_eos && (t == 1 || t == 2))) finish(e, s);
+}
+
+static int engine_init(engine *e, const model *m, const options *o, int max_seqs) {
+    memset(e, 0, sizeof *e);
+    e->m = m; e->o = o;
+    attn_params p = {0};
+    p.num_heads = m->heads; p.num_kv_heads = m->kv_heads; p.head_size = m->hs;
+    attn_status s = attn_layer_init(&e->layer, &p, ATTN_DECODER, o->backend);
+    if (s != ATTN_OK) {
+        fprintf(stderr, "attn_layer_init (%s backend): %s%s\n", attn_backend_name(o->backend),
+                attn_status_str(s), o->backend == ATTN_BACKEND_IPEX ?
+                " (build with -DATTN_USE_ONEDNN ... -ldnnl)" : "");
+        return 0;
+    }
+    e->ex.num_threads = o->threads;
+    e->ex.error_msg = e->msg; e->ex.error_msg_bytes = sizeof e->msg;
+    int bs = o->block_size, mb = (m->seq_len + bs - 1) / bs;
+    size_t cb = attn_kv_cache_bytes(o->blocks, bs, m->kv_heads, m->hs, o->kv);
+    size_t pb = attn_block_pool_bytes(o->blocks), bb = attn_batch_bytes(max_seqs, o->batch_tokens, mb);
+    if (!cb || !pb || !bb) { fprintf(stderr, "bad cache, pool or batch sizes\n"); return 0; }
+    e->cache = (attn_kv_cache *)xmalloc(sizeof *e->cache * (size_t)m->layers);
+    e->cache_mem = (void **)xmalloc(sizeof(void *) * (size_t)m->layers);
+    e->pool_mem = xmalloc(pb); e->batch_mem = xmalloc(bb);
+    int ok = attn_block_pool_init(&e->pool, o->blocks, bs, e->pool_mem, pb) == ATTN_OK &&
+             attn_batch_init(&e->batch, max_seqs, o->batch_tokens, mb, e->batch_mem, bb) == ATTN_OK;
+    for (int l = 0; l < m->layers; l++) {
+        e->cache_mem[l] = xmalloc(cb);
+        ok = ok && attn_kv_cache_init(&e->cache[l], o->blocks, bs, m->kv_heads, m->hs, o->kv, 1.0f,
+                                      1.0f, e->cache_mem[l], cb) == ATTN_OK;
+    }
+    size_t T = (size_t)o->batch_tokens, D = (size_t)m->dim, F = (size_t)m->hidden;
+    e->x = (float *)xmalloc(sizeof(float) * T * D); e->xb = (float *)xmalloc(sizeof(float) * T * D);
+    e->q = (float *)xmalloc(sizeof(float) * T * D); e->att = (float *)xmalloc(sizeof(float) * T * D);
+    e->k = (float *)xmalloc(sizeof(float) * T * (size_t)m->kvd);
+    e->v = (float *)xmalloc(sizeof(float) * T * (size_t)m->kvd);
+    e->h1 = (float *)xmalloc(sizeof(float) * T * F); e->h3 = (float *)xmalloc(sizeof(float) * T * F);
+    e->xl = (float *)xmalloc(sizeof(float) * (size_t)max_seqs * D);
+    e->logits = (float *)xmalloc(sizeof(float) * (size_t)max_seqs * (size_t)m->vocab);
+    e->probs = (float *)xmalloc(sizeof(float) * (size_t)m->vocab);
+    e->ptok = (int *)xmalloc(sizeof(int) * T); e->ppos = (int *)xmalloc(sizeof(int) * T);
+    if (!ok) fprintf(stderr, "cannot set up the KV cache, pool or batch\n");
+    return ok;
+}
+
+static void engine_free(engine *e) {
+    for (int l = 0; l < e->m->layers; l++) free(e->cache_mem[l]);
+    free(e->cache); free(e->cache_mem); free(e->pool_mem); free(e->batch_mem); free(e->ws);
+    free(e->x); free(e->xb); free(e->q); free(e->k); free(e->v); free(e->att); free(e->h1);
+    free(e->h3); free(e->xl); free(e->logits); free(e->probs); free(e->ptok); free(e->ppos);
+}
+
+/* Serves np prompts (tokens ptok[i][0 .. plen[i]), arriving at step arrival[i]) with o->n_samples
+   samples each; *out gets np * n_samples samples (prompt-major). 1 on success. */
+static int serve(const model *m, options *o, int np, int *const *ptok, const int *plen,
+                 const int *arrival, sample **out, stats *st) {
+    int ns = np * o->n_samples, bs = o->block_size, mb = (m->seq_len + bs - 1) / bs;
+    sample *s = (sample *)xmalloc(sizeof *s * (size_t)ns);
+    memset(st, 0, sizeof *st);
+    int need_blocks = 0;
+    for (int i = 0; i < ns; i++) {
+        sample *c = &s[i];
+        int p = i / o->n_samples, n = plen[p] < m->seq_len - 1 ? plen[p] : m->seq_len - 1;
+        memset(c, 0, sizeof *c);
+        c->prompt = p; c->index = i % o->n_samples;
+        c->tok = (int *)xmalloc(sizeof(int) * (size_t)m->seq_len);
+        memcpy(c->tok, ptok[p], sizeof(int) * (size_t)n);
+        c->n_tok = c->n_prompt = n;
+        c->max_gen = o->max_new < m->seq_len - n ? o->max_new : m->seq_len - n;
+        c->state = c->index == 0 ? WAITING : FORKWAIT;
+        c->children = c->index == 0 ? o->n_samples - 1 : 0;
+        c->arrival = arrival[p];
+        c->admitted = -1;
+        c->table = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)mb);
+        attn_seq_init(&c->seq, c->table, mb);
+        c->rng = o->seed * 0x9e3779b97f4a7c15ull + (unsigned long long)(p * 1000003 + c->index * 7919 + 1);
+        c->logit_log = o->dump ? (float *)xmalloc(sizeof(float) * (size_t)c->max_gen * (size_t)m->vocab)
+                               : NULL;
+        need_blocks += (c->n_prompt + c->max_gen + bs - 1) / bs + 1;
+    }
+    *out = s;
+    options oo = *o;
+    if (oo.blocks <= 0) oo.blocks = need_blocks;  /* default: everything fits */
+    int max_seqs = ns < oo.max_seqs ? ns : oo.max_seqs;
+    if (max_seqs > oo.batch_tokens) max_seqs = oo.batch_tokens;
+    if (max_seqs > 512) max_seqs = 512;
+    engine e;
+    if (!engine_init(&e, m, &oo, max_seqs)) return 0;
+    st->num_blocks = oo.blocks;
+    attn_seq **seqs = (attn_seq **)xmalloc(sizeof(attn_seq *) * (size_t)max_seqs);
+    int32_t *num_new = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)max_seqs);
+    int *who = (int *)xmalloc(sizeof(int) * (size_t)max_seqs);
+    int *start = (int *)xmalloc(sizeof(int) * (size_t)max_seqs);
+    int *lrows = (int *)xmalloc(sizeof(int) * (size_t)max_seqs);
+    int *lwho = (int *)xmalloc(sizeof(int) * (size_t)max_seqs);
+    int *order = (int *)xmalloc(sizeof(int) * (size_t)ns);
+    int admissions = 0, ok = 1;
+    double t_start = now_s();
+    for (int step = 0; ok; step++) {
+        int all_done = 1, running = 0;
+        for (int i = 0; i < ns; i++) {
+            all_done &= s[i].state == DONE || s[i].state == FORKWAIT;
+            running += s[i].state == RUNNING;
+        }
+        if (all_done) break;
+        /* 1. admit arrived requests while their blocks fit (one spare block per running one) */
+        for (int i = 0; i < ns && running < max_seqs; i++) {
+            sample *c = &s[i];
+            int need = (c->n_tok + bs - 1) / bs;
+            if (c->state != WAITING || c->arrival > step) continue;
+            if (running > 0 && attn_block_pool_free_count(&e.pool) - need < running) break;
+            c->state = RUNNING; c->admitted = admissions++; running++;
+        }
+        /* running samples, oldest admission first */
+        int nr = 0;
+        for (int i = 0; i < ns; i++) if (s[i].state == RUNNING) order[nr++] = i;
+        for (int i = 1; i < nr; i++)
+            for (int j = i; j > 0 && s[order[j]].admitted < s[order[j - 1]].admitted; j--) {
+                int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+            }
+        /* 2. schedule and build: prefill chunks first, then the decodes (the builder's order);
+              the decodes get the token budget first */
+        attn_metadata md;
+        int n = 0, used = 0;
+        for (;;) {
+            int nd = 0, npf = 0, dec[512];
+            n = 0; used = 0;
+            for (int j = 0; j < nr; j++) {
+                sample *c = &s[order[j]];
+                if (c->state == RUNNING && c->n_tok - (int)c->seq.len == 1 && nd < 512 &&
+                    nd < max_seqs && used < oo.batch_tokens) { dec[nd++] = order[j]; used++; }
+            }
+            for (int j = 0; j < nr && nd + npf < max_seqs && used < oo.batch_tokens; j++) {
+                sample *c = &s[order[j]];
+                int left = c->n_tok - (int)c->seq.len;
+                if (c->state != RUNNING || left <= 1) continue;
+                int take = oo.chunk > 0 && left > oo.chunk ? oo.chunk : left;
+                if (take > oo.batch_tokens - used) take = oo.batch_tokens - used;
+                who[n] = order[j]; num_new[n] = take; n++; npf++; used += take;
+            }
+            for (int j = 0; j < nd; j++) { who[n] = dec[j]; num_new[n] = 1; n++; }
+            for (int j = 0; j < n; j++) { seqs[j] = &s[who[j]].seq; start[j] = (int)s[who[j]].seq.len; }
+            if (n == 0) break;
+            attn_status bst = attn_batch_build(&e.batch, &e.pool, seqs, num_new, n, &md);
+            if (bst == ATTN_OK) break;
+            if (bst != ATTN_ERR_OUT_OF_BLOCKS) {
+                fprintf(stderr, "attn_batch_build: %s: %s\n", attn_status_str(bst), e.batch.error_msg);
+                ok = 0;
+                break;
+            }
+            int victim = -1, alive = 0;  /* the youngest running sample */
+            for (int i = 0; i < ns; i++)
+                if (s[i].state == RUNNING) {
+                    alive++;
+                    if (victim < 0 || s[i].admitted > s[victim].admitted) victim = i;
+                }
+            if (alive == 1) {  /* alone and still too big: the pool cannot hold it */
+                fprintf(stderr, "prompt %d sample %d: dropped, the pool of %d blocks cannot hold "
+                        "%d tokens\n", s[victim].prompt, s[victim].index, oo.blocks,
+                        s[victim].n_tok);
+                for (int i = 0; i < ns; i++)  /* with the samples it would have forked */
+                    if (i == victim || (s[victim].children > 0 && s[i].prompt == s[victim].prompt &&
+                                        s[i].state == FORKWAIT)) {
+                        s[i].dropped = 1;
+                        finish(&e, &s[i]);
+                        st->dropped++;
+                    }
+            } else {
+                attn_seq_release(&e.pool, &s[victim].seq);
+                s[victim].state = WAITING; s[victim].arrival = step + 1;
+                st->preemptions++;
+            }
+            nr = 0;
+            for (int i = 0; i < ns; i++) if (s[i].state == RUNNING) order[nr++] = i;
+            for (int i = 1; i < nr; i++)
+                for (int j = i; j > 0 && s[order[j]].admitted < s[order[j - 1]].admitted; j--) {
+                    int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+                }
+        }
+        if (!ok) break;
+        if (n == 0) continue;  /* nothing runnable yet: wait for arrivals */
+        /* 3. the step's tokens in batch order; logits where a sample has all its tokens cached */
+        int T = 0, nl = 0;
+        for (int i = 0; i < n; i++) {
+            sample *c = &s[who[i]];
+            for (int j = 0; j < num_new[i]; j++, T++) {
+                e.ptok[T] = c->tok[start[i] + j];
+                e.ppos[T] = start[i] + j;
+            }
+            if (start[i] + num_new[i] == c->n_tok) { lrows[nl] = T - 1; lwho[nl] = who[i]; nl++; }
+        }
+        int used_blocks = attn_block_pool_used_count(&e.pool);
+        if (used_blocks > st->peak_blocks) st->peak_blocks = used_blocks;
+        st->cow_copies += md.num_blocks_to_copy;
+        double t0 = now_s();
+        if (!forward(&e, &md, T, nl, lrows, st)) { ok = 0; break; }
+        double dt = now_s() - t0;
+        st->prefill_tokens += md.num_prefill_tokens;
+        st->decode_tokens += md.num_decode_tokens;
+        st->t_prefill += dt * md.num_prefill_tokens / T;
+        st->t_decode += dt * md.num_decode_tokens / T;
+        st->steps++;
+        /* 4. sample; a prompt just cached forks its other samples first */
+        for (int i = 0; i < nl; i++) {
+            sample *c = &s[lwho[i]];
+            const float *lg = e.logits + (size_t)i * (size_t)m->vocab;
+            if (c->children > 0 && c->n_gen == 0) {
+                for (int j = 0; j < ns; j++) {
+                    sample *d = &s[j];
+                    if (d->prompt != c->prompt || d->state != FORKWAIT) continue;
+                    attn_status fs = attn_seq_fork(&e.pool, &c->seq, &d->seq);
+                    if (fs != ATTN_OK) {
+                        fprintf(stderr, "attn_seq_fork: %s\n", attn_status_str(fs));
+                        ok = 0;
+                        break;
+                    }
+                    d->state = RUNNING; d->admitted = admissions++;
+                    st->forks++;
+                    take_token(&e, d, lg, st);
+                }
+                c->children = 0;
+            }
+            take_token(&e, c, lg, st);
+        }
+    }
+    st->t_total = now_s() - t_start;
+    if (ok && attn_block_pool_used_count(&e.pool) != 0) {
+        fprintf(stderr, "blocks still in use at the end: %d\n", attn_block_pool_used_count(&e.pool));
+        ok = 0;
+    }
+    free(seqs); free(num_new); free(who); free(start); free(lrows); free(lwho); free(order);
+    engine_free(&e);
+    return ok;
+}
+
+static void free_samples(sample *s, int ns) {
+    for (int i = 0; i < ns; i++) { free(s[i].tok); free(s[i].table); free(s[i].logit_log); }
+    free(s);
+}
+
+/* ---- tokenizer (llama2.c's tokenizer.bin: byte-pair merges by score, byte fallback) --------- */
+typedef struct { const char *s; int id; } tok_entry;
+typedef struct tokenizer {
+    char **piece;
+    float *score;
+    int n, max_len;
+    tok_entry *sorted;
+} tokenizer;
+
+static int by_str(const void *a, const void *b) {
+    return strcmp(((const tok_entry *)a)->s, ((const tok_entry *)b)->s);
+}
+
+static int tok_load(tokenizer *t, const char *path, int vocab) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path); return 0; }
+    int ok = fread(&t->max_len, sizeof(int), 1, f) == 1;
+    t->n = vocab;
+    t->piece = (char **)xmalloc(sizeof(char *) * (size_t)vocab);
+    t->score = (float *)xmalloc(sizeof(float) * (size_t)vocab);
+    t->sorted = (tok_entry *)xmalloc(sizeof(tok_entry) * (size_t)vocab);
+    for (int i = 0; i < vocab; i++) {
+        int len = 0;
+        ok = ok && fread(&t->score[i], sizeof(float), 1, f) == 1 &&
+             fread(&len, sizeof(int), 1, f) == 1 && len >= 0 && len < 4096;
+        t->piece[i] = (char *)xmalloc((size_t)(ok ? len : 0) + 1);
+        ok = ok && fread(t->piece[i], 1, (size_t)len, f) == (size_t)len;
+        t->piece[i][ok ? len : 0] = '\0';
+        t->sorted[i].s = t->piece[i]; t->sorted[i].id = i;
+    }
+    fclose(f);
+    if (!ok) { fprintf(stderr, "%s: not a tokenizer for a vocabulary of %d\n", path, vocab); return 0; }
+    qsort(t->sorted, (size_t)vocab, sizeof(tok_entry), by_str);
+    return 1;
+}
+
+static void tok_free(tokenizer *t) {
+    for (int i = 0; i < t->n; i++) free(t->piece[i]);
+    free(t->piece); free(t->score); free(t->sorted);
+}
+
+static int tok_lookup(const tokenizer *t, const char *s) {
+    tok_entry key = {s, 0};
+    const tok_entry *r = (const tok_entry *)bsearch(&key, t->sorted, (size_t)t->n, sizeof key, by_str);
+    return r ? r->id : -1;
+}
+
+/* BOS, a leading space token (sentencepiece's dummy prefix), one token per UTF-8 character (or
+   its bytes, ids 3 + byte), then merges: the adjacent pair whose concatenation is a token of the
+   highest score, until none is. Returns the token count (out has strlen(text) + 3 entries). */
+static int tok_encode(const tokenizer *t, const char *text, int *out) {
+    int n = 0;
+    char *buf = (char *)xmalloc(2 * (size_t)t->max_len + 8);
+    out[n++] = 1;
+    if (*text) { int sp = tok_lookup(t, " "); if (sp >= 0) out[n++] = sp; }
+    for (const char *c = text; *c;) {
+        int len = 1;
+        while (len < 4 && (c[len] & 0xC0) == 0x80) len++;
+        memcpy(buf, c, (size_t)len); buf[len] = '\0';
+        int id = tok_lookup(t, buf);
+        if (id >= 0) out[n++] = id;
+        else for (int i = 0; i < len; i++) out[n++] = (unsigned char)c[i] + 3;
+        c += len;
+    }
+    for (;;) {
+        float best = -1e30f;
+        int at = -1, best_id = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            size_t a = strlen(t->piece[out[i]]), b = strlen(t->piece[out[i + 1]]);
+            if (a + b > (size_t)t->max_len) continue;
+            memcpy(buf, t->piece[out[i]], a); memcpy(buf + a, t->piece[out[i + 1]], b);
+            buf[a + b] = '\0';
+            int id = tok_lookup(t, buf);
+            if (id >= 0 && t->score[id] > best) { best = t->score[id]; at = i; best_id = id; }
+        }
+        if (at < 0) break;
+        out[at] = best_id;
+        memmove(out + at + 1, out + at + 2, sizeof(int) * (size_t)(n - at - 2));
+        n--;
+    }
+    free(buf);
+    return n;
+}
+
+/* Prints token id after prev: a byte token as its byte, no leading space right after BOS, and
+   nothing for a byte that is not printable ASCII or whitespace (a lone piece of UTF-8). */
+static void tok_print(const tokenizer *t, int prev, int id) {
+    const char *p = t->piece[id];
+    unsigned char byte;
+    if (prev == 1 && p[0] == ' ') p++;
+    if (sscanf(p, "<0x%02hhX>", &byte) == 1 && strlen(p) == 6) {
+        if ((byte >= 32 && byte < 127) || byte == '\n' || byte == '\t') putchar(byte);
+        return;
+    }
+    if (id < 3) return;
+    fputs(p, stdout);
+}
+
+/* ---- command line and output ---------------------------------------------------------------- */
+static void print_stats(const model *m, const options *o, const stats *st, int np) {
+    double rest = st->t_total - st->t_attn;
+    printf("served %d prompts x %d samples in %d steps, %.3f s (%d thread%s, KV %s, block size %d, "
+           "chunk %d)\n", np, o->n_samples, st->steps, st->t_total, o->threads,
+           o->threads == 1 ? "" : "s", attn_dtype_name(o->kv), o->block_size, o->chunk);
+    printf("  prefill %ld tokens at %.1f tok/s, decode %ld tokens at %.1f tok/s (step time "
+           "split by tokens), %ld generated\n", st->prefill_tokens,
+           st->t_prefill > 0 ? st->prefill_tokens / st->t_prefill : 0.0, st->decode_tokens,
+           st->t_decode > 0 ? st->decode_tokens / st->t_decode : 0.0, st->generated);
+    printf("  attention %.3f s (%.1f%%), the rest %.3f s; peak KV blocks in use %d of %d "
+           "(%d layers); preemptions %d; forks %d, copy-on-write copies %d%s\n", st->t_attn,
+           st->t_total > 0 ? 100.0 * st->t_attn / st->t_total : 0.0, rest, st->peak_blocks,
+           st->num_blocks, m->layers, st->preemptions, st->forks, st->cow_copies,
+           st->dropped ? "; some prompts dropped (pool too small)" : "");
+}
+
+static void dump(FILE *f, const model *m, const sample *s, int ns, const options *o) {
+    fprintf(f, "samples %d vocab %d greedy %d\n", ns, m->vocab, o->temp <= 0.0f);
+    for (int i = 0; i < ns; i++) {
+        const sample *c = &s[i];
+        fprintf(f, "sample %d %d %d %d\n", c->prompt, c->index, c->n_prompt, c->n_gen);
+        for (int j = 0; j < c->n_tok; j++) fprintf(f, "%d%c", c->tok[j], j + 1 < c->n_tok ? ' ' : '\n');
+        for (int g = 0; g < c->n_gen; g++)
+            for (int v = 0; v < m->vocab; v++)
+                fprintf(f, "%.7g%c", c->logit_log[(size_t)g * m->vocab + v], v + 1 < m->vocab ? ' ' : '\n');
+    }
+}
+
+static int parse_dtype(const char *s, attn_dtype *d) {
+    static const attn_dtype all[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
+    for (int i = 0; i < 5; i++) if (!strcmp(s, attn_dtype_name(all[i]))) { *d = all[i]; return 1; }
+    return 0;
+}
+
+/* Token ids for a prompt: the tokenizer's, else a string of numbers as ids, else BOS + bytes. */
+static int to_tokens(const tokenizer *t, const model *m, const char *p, int *out) {
+    if (t) return tok_encode(t, p, out);
+    int n = 0, numeric = strspn(p, "0123456789 ,") == strlen(p) && strpbrk(p, "0123456789");
+    if (numeric) {
+        for (const char *c = p; *c;) {
+            if (*c >= '0' && *c <= '9') { out[n++] = (int)(strtol(c, (char **)&c, 10) % m->vocab); }
+            else c++;
+        }
+        return n;
+    }
+    out[n++] = 1;
+    for (const char *c = p; *c; c++) out[n++] = ((unsigned char)*c + 3) % m->vocab;
+    return n;
+}
+
+static void options_default(options *o) {
+    memset(o, 0, sizeof *o);
+    o->threads = 1;
+#ifdef _OPENMP
+    o->threads = omp_get_max_threads();
+#endif
+    o->batch_tokens = 256; o->max_seqs = 16; o->block_size = 16; o->n_samples = 1;
+    o->max_new = 32; o->top_p = 0.9f; o->seed = 42; o->kv = ATTN_F32; o->backend = ATTN_BACKEND_SDPA;
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* No arguments: a tiny model, five prompts with staggered arrivals, chunked prefill, two samples
+   of each prompt (fork + copy-on-write), a pool small enough to preempt; every greedy output
+   must equal its prompt served alone on one thread (attn.h's results do not depend on the
+   thread count or the batch, and neither do the matmuls here). */
+static int self_check(void) {
+    model m;
+    if (!model_tiny(&m)) { printf("cannot build the tiny model\n"); return 1; }
+    static const int len[5] = {13, 5, 30, 9, 21}, arrive[5] = {0, 0, 1, 3, 4};
+    int *ptok[5], all_ok = 1;
+    for (int p = 0; p < 5; p++) {
+        ptok[p] = (int *)xmalloc(sizeof(int) * 32);
+        ptok[p][0] = 1;
+        for (int i = 1; i < len[p]; i++) ptok[p][i] = 3 + (p * 131 + i * 37) % 509;
+    }
+    options o;
+    options_default(&o);
+    o.chunk = 8; o.batch_tokens = 32; o.block_size = 4; o.blocks = 24; o.n_samples = 2;
+    o.max_new = 12; o.ignore_eos = 1;
+    set_threads(o.threads);
+    sample *s;
+    stats st;
+    if (!serve(&m, &o, 5, ptok, len, arrive, &s, &st)) { printf("FAILED: serving\n"); return 1; }
+    printf("tiny model (dim 64, 2 layers, 4 heads / 2 KV heads, vocab 512), 5 prompts x 2 samples, "
+           "chunk 8, pool of 24 blocks of 4:\n");
+    for (int i = 0; i < 10; i++) {
+        printf("  prompt %d.%d:", s[i].prompt, s[i].index);
+        for (int j = s[i].n_prompt; j < s[i].n_tok; j++) printf(" %d", s[i].tok[j]);
+        printf("\n");
+    }
+    print_stats(&m, &o, &st, 5);
+    int distinct = 0;
+    for (int i = 0; i < 10; i++) {  /* each alone: one sample, whole prompt, a big pool */
+        options a = o;
+        a.chunk = 0; a.blocks = 0; a.n_samples = 1; a.batch_tokens = 64; a.threads = 1;
+        sample *r;
+        stats rs;
+        int p = s[i].prompt, same = serve(&m, &a, 1, &ptok[p], &len[p], arrive, &r, &rs) &&
+                                    r[0].n_tok == s[i].n_tok &&
+                                    !memcmp(r[0].tok, s[i].tok, sizeof(int) * (size_t)s[i].n_tok);
+        if (!same) printf("FAILED: prompt %d sample %d differs from the prompt served alone\n", p,
+                          s[i].index);
+        all_ok &= same;
+        for (int j = s[i].n_prompt + 1; j < s[i].n_tok; j++) distinct |= s[i].tok[j] != s[i].tok[j - 1];
+        free_samples(r, 1);
+    }
+    if (!st.preemptions || !st.forks || !st.cow_copies || !distinct) {
+        printf("FAILED: preemptions %d, forks %d, copy-on-write copies %d, varied tokens %d "
+               "(each must be > 0)\n", st.preemptions, st.forks, st.cow_copies, distinct);
+        all_ok = 0;
+    }
+    free_samples(s, 10);
+    for (int p = 0; p < 5; p++) free(ptok[p]);
+    model_free(&m);
+    printf("%s\n", all_ok ? "ok: batched outputs equal each prompt served alone" : "FAILED");
+    return all_ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 1) return self_check();
+    options o;
+    options_default(&o);
+    const char *ckpt = NULL, *tok_path = NULL, *file = NULL, *arrive = NULL, *dump_path = NULL;
+    const char **prompts = (const char **)xmalloc(sizeof(char *) * (size_t)argc);
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--ignore-eos")) { o.ignore_eos = 1; continue; }
+        if (!strcmp(a, "-q")) { o.quiet = 1; continue; }
+        if (a[0] != '-') { ckpt = a; continue; }
+        if (!v) { fprintf(stderr, "%s needs a value\n", a); return 1; }
+        i++;
+        if (!strcmp(a, "-z")) tok_path = v;
+        else if (!strcmp(a, "-p")) prompts[np++] = v;
+        else if (!strcmp(a, "-f")) file = v;
+        else if (!strcmp(a, "--arrive")) arrive = v;
+        else if (!strcmp(a, "-n")) o.n_samples = atoi(v);
+        else if (!strcmp(a, "-m")) o.max_new = atoi(v);
+        else if (!strcmp(a, "--temp")) o.temp = (float)atof(v);
+        else if (!strcmp(a, "--top-p")) o.top_p = (float)atof(v);
+        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--chunk")) o.chunk = atoi(v);
+        else if (!strcmp(a, "--batch-tokens")) o.batch_tokens = atoi(v);
+        else if (!strcmp(a, "--max-seqs")) o.max_seqs = atoi(v);
+        else if (!strcmp(a, "--block-size")) o.block_size = atoi(v);
+        else if (!strcmp(a, "--blocks")) o.blocks = atoi(v);
+        else if (!strcmp(a, "--threads")) o.threads = atoi(v);
+        else if (!strcmp(a, "--dump")) dump_path = v;
+        else if (!strcmp(a, "--kv-dtype")) {
+            if (!parse_dtype(v, &o.kv)) { fprintf(stderr, "unknown --kv-dtype %s\n", v); return 1; }
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "sdpa")) o.backend = ATTN_BACKEND_SDPA;
+            else if (!strcmp(v, "ipex")) o.backend = ATTN_BACKEND_IPEX;
+            else { fprintf(stderr, "unknown --backend %s (sdpa or ipex)\n", v); return 1; }
+        } else { fprintf(stderr, "unknown flag %s\n", a); return 1; }
+    }
+    if (!ckpt) { fprintf(stderr, "usage: llama model.bin [options]; see the top of llama.c\n"); return 1; }
+    if (o.n_samples < 1 || o.max_new < 1 || o.chunk < 0 || o.batch_tokens < 1 || o.max_seqs < 1 ||
+        o.block_size < 1 || o.blocks < 0 || o.threads < 1) {
+        fprintf(stderr, "-n, -m, --batch-tokens, --max-seqs, --block-size, --threads must be >= 1; "
+                "--chunk, --blocks >= 0\n");
+        return 1;
+    }
+    set_threads(o.threads);
+    model m;
+    if (!model_load(&m, ckpt)) return 1;
+    tokenizer tk, *t = NULL;
+    if (tok_path) { if (!tok_load(&tk, tok_path, m.vocab)) return 1; t = &tk; }
+    /* prompts: -p, then the lines of -f, else a few defaults */
+    char **lines = NULL;
+    int nlines = 0;
+    if (file) {
+        FILE *f = fopen(file, "r");
+        if (!f) { fprintf(stderr, "cannot open %s\n", file); return 1; }
+        char line[4096];
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\r\n")] = '\0';
+            if (!line[0]) continue;
+            lines = (char **)realloc(lines, sizeof(char *) * (size_t)(nlines + 1));
+            lines[nlines] = (char *)xmalloc(strlen(line) + 1);
+            strcpy(lines[nlines++], line);
+        }
+        fclose(f);
+    }
+    static const char *defaults[] = {"Once upon a time", "The little dog", "In the morning the sun",
+                                     "She said hello", "A tall tree"};
+    const char **all = (const char **)xmalloc(sizeof(char *) * (size_t)(np + nlines + 5));
+    int n_all = 0;
+    for (int i = 0; i < np; i++) all[n_all++] = prompts[i];
+    for (int i = 0; i < nlines; i++) all[n_all++] = lines[i];
+    if (n_all == 0) for (int i = 0; i < 5; i++) all[n_all++] = defaults[i];
+    int **ptok = (int **)xmalloc(sizeof(int *) * (size_t)n_all);
+    int *plen = (int *)xmalloc(sizeof(int) * (size_t)n_all), *arr = (int *)xmalloc(sizeof(int) * (size_t)n_all);
+    const char *ap = arrive;
+    for (int i = 0; i < n_all; i++) {
+        ptok[i] = (int *)xmalloc(sizeof(int) * (strlen(all[i]) + 3));
+        plen[i] = to_tokens(t, &m, all[i], ptok[i]);
+        if (plen[i] < 1) { ptok[i][0] = 1; plen[i] = 1; }
+        arr[i] = i;  /* default: one new prompt per step */
+        if (ap && *ap) { arr[i] = atoi(ap); ap = strchr(ap, ','); ap = ap ? ap + 1 : ""; }
+    }
+    if (dump_path && !(o.dump = fopen(dump_path, "w"))) { fprintf(stderr, "cannot write %s\n", dump_path); return 1; }
+    sample *s;
+    stats st;
+    int ok = serve(&m, &o, n_all, ptok, plen, arr, &s, &st);
+    int ns = n_all * o.n_samples;
+    if (ok && !o.quiet)
+        for (int i = 0; i < ns; i++) {
+            const sample *c = &s[i];
+            printf("[%d.%d] ", c->prompt, c->index);
+            if (t) {
+                for (int j = 1; j < c->n_tok; j++) {
+                    if (j == c->n_prompt) fputs(" |", stdout);
+                    tok_print(t, c->tok[j - 1], c->tok[j]);
+                }
+            } else {
+                for (int j = 0; j < c->n_tok; j++) printf("%s%d", j == c->n_prompt ? " | " : j ? " " : "", c->tok[j]);
+            }
+            printf("%s\n", c->dropped ? " [dropped]" : "");
+        }
+    if (ok) print_stats(&m, &o, &st, n_all);
+    if (ok && o.dump) dump(o.dump, &m, s, ns, &o);
+    if (o.dump && fclose(o.dump) != 0) ok = 0;
+    free_samples(s, ns);
+    for (int i = 0; i < n_all; i++) free(ptok[i]);
+    for (int i = 0; i < nlines; i++) free(lines[i]);
+    free(lines); free(ptok); free(plen); free(arr); free(all); free(prompts);
+    if (t) tok_free(t);
+    model_free(&m);
+    return ok ? 0 : 1;
+}
