@@ -70,6 +70,7 @@ $(B)/model.bin: $(B)/ex_make_checkpoint
 	$(B)/ex_make_checkpoint -o $@ -z $(B)/tokenizer.bin
 run: $(B)/ex_llama $(B)/model.bin
 	$(B)/ex_llama $(B)/model.bin -z $(B)/tokenizer.bin -m 48 -n 2 --chunk 32 --temp 0.8 \
+	  --system "You are a storyteller for children." \
 	  --arrive 0,0,2,4,6,8 -p "Once upon a time" -p "The little dog ran to the park" \
 	  -p "In the morning the sun was warm and the birds sang in the tall trees" \
 	  -p "She said hello" -p "A cat sat on the mat" -p "The king had three sons" $(RUN_FLAGS)

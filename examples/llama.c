@@ -14,6 +14,8 @@
    - -n K samples per prompt fork the prompt's sequence once its prompt is cached
      (attn_seq_fork); the shared last block is copied on write through the builder's
      blocks_to_copy, which attn_forward applies;
+   - --system TEXT: a system prompt put before every prompt is computed once, before the first
+     step, and every prompt's sequence starts as a fork of it (prefix sharing);
    - greedy, or --temp / --top-p sampling with --seed; --kv-dtype, --block-size, --blocks (pool
      size), --threads, --backend sdpa|ipex (ipex needs -DATTN_USE_ONEDNN ... -ldnnl);
    - text in and out with a llama2.c tokenizer.bin (-z), token ids otherwise;
@@ -27,7 +29,7 @@
                 [-n K] [-m MAX_NEW] [--temp T] [--top-p P] [--seed S] [--chunk N]
                 [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
                 [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
-                [--ignore-eos] [--dump FILE] [-q]
+                [--system TEXT] [--ignore-eos] [--dump FILE] [-q]
    Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes.
    --dump writes every sample's tokens and the logits that chose each generated token (text),
    for tests/llama_ref.c to check against a naive double-precision forward pass.
@@ -226,12 +228,15 @@ typedef struct options {
     attn_dtype kv;
     attn_backend backend;
     FILE *dump;
+    const int *sys_tok;         /* --system: tokens before every prompt, computed once */
+    int sys_len;
 } options;
 
 typedef struct stats {
     double t_total, t_attn, t_prefill, t_decode;
     long prefill_tokens, decode_tokens, generated;
     int steps, peak_blocks, preemptions, forks, cow_copies, dropped, num_blocks;
+    int system_tokens, system_shares;  /* the system prompt's length, and the forks of it */
 } stats;
 
 enum { WAITING, RUNNING, FORKWAIT, DONE };
@@ -411,6 +416,33 @@ static void engine_free(engine *e) {
 
 /* Serves np prompts (tokens ptok[i][0 .. plen[i]), arriving at step arrival[i]) with o->n_samples
    samples each; *out gets np * n_samples samples (prompt-major). 1 on success. */
+/* Computes the system prompt once into root, in chunks like any prompt (no logits). */
+static int prefill_system(engine *e, attn_seq *root, stats *st) {
+    const options *o = e->o;
+    while ((int)root->len < o->sys_len) {
+        int start = (int)root->len, take = o->sys_len - start;
+        if (o->chunk > 0 && take > o->chunk) take = o->chunk;
+        if (take > o->batch_tokens) take = o->batch_tokens;
+        attn_seq *seqs[1] = {root};
+        int32_t num_new[1] = {take};
+        attn_metadata md;
+        attn_status bs = attn_batch_build(&e->batch, &e->pool, seqs, num_new, 1, &md);
+        if (bs != ATTN_OK) {
+            fprintf(stderr, "system prompt: attn_batch_build: %s: %s\n", attn_status_str(bs),
+                    e->batch.error_msg);
+            return 0;
+        }
+        for (int j = 0; j < take; j++) { e->ptok[j] = o->sys_tok[start + j]; e->ppos[j] = start + j; }
+        double t0 = now_s();
+        if (!forward(e, &md, take, 0, NULL, st)) return 0;
+        st->t_prefill += now_s() - t0;
+        st->prefill_tokens += take;
+        st->steps++;
+    }
+    st->system_tokens = o->sys_len;
+    return 1;
+}
+
 static int serve(const model *m, options *o, int np, int *const *ptok, const int *plen,
                  const int *arrival, sample **out, stats *st) {
     int ns = np * o->n_samples, bs = o->block_size, mb = (m->seq_len + bs - 1) / bs;
@@ -419,11 +451,13 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
     int need_blocks = 0;
     for (int i = 0; i < ns; i++) {
         sample *c = &s[i];
-        int p = i / o->n_samples, n = plen[p] < m->seq_len - 1 ? plen[p] : m->seq_len - 1;
+        int p = i / o->n_samples, sys = o->sys_len, n = sys + plen[p];
+        if (n > m->seq_len - 1) n = m->seq_len - 1;
         memset(c, 0, sizeof *c);
         c->prompt = p; c->index = i % o->n_samples;
         c->tok = (int *)xmalloc(sizeof(int) * (size_t)m->seq_len);
-        memcpy(c->tok, ptok[p], sizeof(int) * (size_t)n);
+        memcpy(c->tok, o->sys_tok, sizeof(int) * (size_t)sys);
+        memcpy(c->tok + sys, ptok[p], sizeof(int) * (size_t)(n - sys));
         c->n_tok = c->n_prompt = n;
         c->max_gen = o->max_new < m->seq_len - n ? o->max_new : m->seq_len - n;
         c->state = c->index == 0 ? WAITING : FORKWAIT;
@@ -437,6 +471,7 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                                : NULL;
         need_blocks += (c->n_prompt + c->max_gen + bs - 1) / bs + 1;
     }
+    need_blocks += (o->sys_len + bs - 1) / bs;
     *out = s;
     options oo = *o;
     if (oo.blocks <= 0) oo.blocks = need_blocks;  /* default: everything fits */
@@ -455,6 +490,10 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
     int *order = (int *)xmalloc(sizeof(int) * (size_t)ns);
     int admissions = 0, ok = 1;
     double t_start = now_s();
+    attn_seq root;  /* the system prompt's sequence: every prompt's first sample forks it */
+    int32_t *root_table = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)mb);
+    attn_seq_init(&root, root_table, mb);
+    if (oo.sys_len > 0) ok = prefill_system(&e, &root, st);
     for (int step = 0; ok; step++) {
         int all_done = 1, running = 0;
         for (int i = 0; i < ns; i++) {
@@ -468,6 +507,10 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
             int need = (c->n_tok + bs - 1) / bs;
             if (c->state != WAITING || c->arrival > step) continue;
             if (running > 0 && attn_block_pool_free_count(&e.pool) - need < running) break;
+            if (root.len > 0 && c->seq.len == 0) {  /* start from the shared system prompt */
+                if (attn_seq_fork(&e.pool, &root, &c->seq) != ATTN_OK) { ok = 0; break; }
+                st->system_shares++;
+            }
             c->state = RUNNING; c->admitted = admissions++; running++;
         }
         /* running samples, oldest admission first */
@@ -583,6 +626,8 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         }
     }
     st->t_total = now_s() - t_start;
+    attn_seq_release(&e.pool, &root);
+    free(root_table);
     if (ok && attn_block_pool_used_count(&e.pool) != 0) {
         fprintf(stderr, "blocks still in use at the end: %d\n", attn_block_pool_used_count(&e.pool));
         ok = 0;
@@ -710,6 +755,9 @@ static void print_stats(const model *m, const options *o, const stats *st, int n
            st->t_total > 0 ? 100.0 * st->t_attn / st->t_total : 0.0, rest, st->peak_blocks,
            st->num_blocks, m->layers, st->preemptions, st->forks, st->cow_copies,
            st->dropped ? "; some prompts dropped (pool too small)" : "");
+    if (st->system_tokens)
+        printf("  system prompt of %d tokens computed once, forked by %d admissions\n",
+               st->system_tokens, st->system_shares);
 }
 
 static void dump(FILE *f, const model *m, const sample *s, int ns, const options *o) {
@@ -826,6 +874,7 @@ int main(int argc, char **argv) {
     options o;
     options_default(&o);
     const char *ckpt = NULL, *tok_path = NULL, *file = NULL, *arrive = NULL, *dump_path = NULL;
+    const char *system = NULL;
     const char **prompts = (const char **)xmalloc(sizeof(char *) * (size_t)argc);
     int np = 0;
     for (int i = 1; i < argc; i++) {
@@ -851,6 +900,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--blocks")) o.blocks = atoi(v);
         else if (!strcmp(a, "--threads")) o.threads = atoi(v);
         else if (!strcmp(a, "--dump")) dump_path = v;
+        else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "--kv-dtype")) {
             if (!parse_dtype(v, &o.kv)) { fprintf(stderr, "unknown --kv-dtype %s\n", v); return 1; }
         } else if (!strcmp(a, "--backend")) {
@@ -901,8 +951,18 @@ int main(int argc, char **argv) {
         ptok[i] = (int *)xmalloc(sizeof(int) * (strlen(all[i]) + 3));
         plen[i] = to_tokens(t, &m, all[i], ptok[i]);
         if (plen[i] < 1) { ptok[i][0] = 1; plen[i] = 1; }
+        if (system && plen[i] > 1 && ptok[i][0] == 1) {  /* BOS comes once, before the system */
+            memmove(ptok[i], ptok[i] + 1, sizeof(int) * (size_t)--plen[i]);
+        }
         arr[i] = i;  /* default: one new prompt per step */
         if (ap && *ap) { arr[i] = atoi(ap); ap = strchr(ap, ','); ap = ap ? ap + 1 : ""; }
+    }
+    int *sys_tok = NULL;
+    if (system) {  /* its tokens, without the BOS a prompt starts with (that comes first) */
+        sys_tok = (int *)xmalloc(sizeof(int) * (strlen(system) + 3));
+        o.sys_len = to_tokens(t, &m, system, sys_tok);
+        if (o.sys_len > m.seq_len / 2) o.sys_len = m.seq_len / 2;
+        o.sys_tok = sys_tok;
     }
     if (dump_path && !(o.dump = fopen(dump_path, "w"))) { fprintf(stderr, "cannot write %s\n", dump_path); return 1; }
     sample *s;
@@ -929,7 +989,7 @@ int main(int argc, char **argv) {
     free_samples(s, ns);
     for (int i = 0; i < n_all; i++) free(ptok[i]);
     for (int i = 0; i < nlines; i++) free(lines[i]);
-    free(lines); free(ptok); free(plen); free(arr); free(all); free(prompts);
+    free(lines); free(ptok); free(plen); free(arr); free(all); free(prompts); free(sys_tok);
     if (t) tok_free(t);
     model_free(&m);
     return ok ? 0 : 1;

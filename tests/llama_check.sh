@@ -2,14 +2,14 @@
 # The llama runner (examples/llama.c) against a naive double-precision forward pass
 # (tests/llama_ref.c, no attn.h): a tiny checkpoint from examples/make_checkpoint.c, several
 # prompts served together with continuous batching, at 1 and 2 threads, f32/f16/bf16/fp8 caches,
-# with and without chunked prefill, forks (-n) and preemption (a small pool). For every
-# generated token the runner's logits must be within TOL of the reference's (teacher-forced on
-# the runner's tokens) and greedy tokens must be the reference's argmax: the first token of a
-# sample always (fp8: unless a near tie), the later ones unless the reference's two best are
-# within 2*TOL (a near tie). TOL: f32 1e-4; f16 0.01; bf16 0.05; fp8 e4m3 0.5, e5m2 1.0 (the logits have a
-# standard deviation of about 4; the cache's rounding moves them by up to ~0.015 for bf16 and
-# ~0.5 for fp8 on this model). Sampling (--temp/--top-p) must give the same tokens at 1 and 2
-# threads. Last line: "N passed, N failed".
+# with and without chunked prefill, forks (-n), preemption (a small pool) and a shared system
+# prompt (--system). For every generated token the runner's logits must be within TOL of the
+# reference's (teacher-forced on the runner's tokens) and greedy tokens must be the reference's
+# argmax: the first token of a sample always (fp8: unless a near tie), the later ones unless the
+# reference's two best are within 2*TOL (a near tie). TOL: f32 1e-4; f16 0.01; bf16 0.05; fp8
+# e4m3 0.5, e5m2 1.0 (the logits have a standard deviation of about 4; the cache's rounding
+# moves them by up to ~0.015 for bf16 and ~0.5 for fp8 on this model). Sampling (--temp/--top-p)
+# must give the same tokens at 1 and 2 threads. Last line: "N passed, N failed".
 # Usage: sh tests/llama_check.sh BUILD_DIR [CC]   (uses BUILD/ex_llama and
 # BUILD/ex_make_checkpoint when they exist, else builds them)
 B=${1:-build}; CC=${2:-cc}
@@ -67,6 +67,9 @@ out=$("$B/ex_llama" "$M" -m 2 --backend ipex -p "1 2 3" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q 'ATTN_USE_ONEDNN'; then ok "ipex: refused without oneDNN"
 elif [ $rc -eq 0 ]; then check ipex_t2_fork "--threads 2 --ignore-eos --backend ipex --chunk 4 -n 2 $SMALL" 1e-4 "$PRE"
 else bad "ipex: exit status $rc: $out"; fi
+# A system prompt computed once and forked by every prompt (prefix sharing), with preemption.
+check system_t2     "--threads 2 --ignore-eos --chunk 5 -n 2 $SMALL --blocks 30 --system you_are_a_helpful_assistant_who_tells_short_stories" 1e-4 \
+                    "system prompt of [0-9]+ tokens computed once, forked by ([5-9]|[1-9][0-9])"
 # The classifier shared with the token embedding (positive vocab_size, as stories15M has).
 M_UNSHARED=$M; M=$M_SHARED
 check shared_t2     "--threads 2 --ignore-eos --chunk 4 -n 2 $SMALL"                1e-4 "$PRE"
