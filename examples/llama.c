@@ -35,7 +35,17 @@
    for tests/llama_ref.c to check against a naive double-precision forward pass.
    With no arguments it builds a tiny random model in memory and serves prompts with chunking,
    forking and preemption, then checks that every greedy output equals that prompt served alone
-   (no chunking, a large pool, one thread); exit status 0 when they agree. */
+   (no chunking, a large pool, one thread); exit status 0 when they agree.
+
+   Tensor-parallel over MPI: mpicc -O2 -fopenmp -DLLAMA_MPI -I. examples/llama.c -o llama_mpi -lm
+   then mpirun -np N ./llama_mpi model.bin ... (N must divide the KV heads). Each rank keeps the
+   rows of wq/wk/wv and the columns of wo of its num_heads/N query and num_kv_heads/N KV heads,
+   and the rows of w1/w3 and columns of w2 of its part of the hidden dim (Megatron-style), with
+   its own attn_layer, KV caches and block pool; the partial outputs of wo and w2 are summed with
+   MPI_Allreduce. Embedding and norms are whole on every rank, the classifier on rank 0. Every rank
+   runs the same scheduler on the same inputs; rank 0 samples and broadcasts each token, and each
+   step's metadata (block tables, slot mapping, copies), tokens and hidden state are hashed and
+   compared across ranks, so the pools provably stay identical. Only rank 0 writes to stdout. */
 #define _POSIX_C_SOURCE 200809L
 #define ATTN_IMPLEMENTATION
 #include "attn.h"
@@ -47,6 +57,11 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifdef LLAMA_MPI
+#include <mpi.h>
+static int g_ranks = 1;  /* the MPI rank count */
+#endif
+static int g_rank = 0;   /* this process's MPI rank: 0 without MPI */
 
 static double now_s(void) {
     struct timespec ts;
@@ -63,6 +78,7 @@ static void *xmalloc(size_t n) {
 /* ---- the model ------------------------------------------------------------------------------ */
 typedef struct model {
     int dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared, hs, kvd;
+    int qd;                      /* heads * hs: dim, or this rank's share of it under MPI */
     const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
     float *rope_cos, *rope_sin;  /* [seq_len][hs / 2] */
     void *file;                  /* the checkpoint's bytes (owned) */
@@ -80,7 +96,7 @@ static int model_map(model *m, void *file, size_t bytes) {
         m->vocab < 3 || m->seq_len < 2 || m->dim % m->heads || m->heads % m->kv_heads ||
         (m->dim / m->heads) % 2)
         return 0;
-    m->hs = m->dim / m->heads; m->kvd = m->kv_heads * m->hs;
+    m->hs = m->dim / m->heads; m->kvd = m->kv_heads * m->hs; m->qd = m->dim;
     size_t D = (size_t)m->dim, L = (size_t)m->layers, F = (size_t)m->hidden, K = (size_t)m->kvd;
     size_t need = (size_t)m->vocab * D + L * (D + D * D + 2 * K * D + D * D + D + 3 * F * D) + D +
                   (size_t)m->seq_len * (size_t)m->hs + (m->shared ? 0 : (size_t)m->vocab * D);
@@ -128,6 +144,78 @@ static int model_load(model *m, const char *path) {
 }
 
 static void model_free(model *m) { free(m->file); free(m->rope_cos); free(m->rope_sin); }
+
+#ifdef LLAMA_MPI
+/* ---- tensor parallelism over MPI ------------------------------------------------------------ */
+/* Keeps rank r's slice of every layer (of n ranks): the rows of wq, wk, wv that compute its query
+   and KV heads, the columns of wo that read them, the rows of w1, w3 and columns of w2 of its part
+   of the hidden dim (the last rank takes the remainder); embedding and norms whole, the classifier
+   on rank 0 only. The sliced copy replaces the checkpoint's bytes. 0 (a message from rank 0) when
+   n does not divide the KV heads. */
+static int model_shard(model *m, int r, int n) {
+    if (m->kv_heads % n || m->hidden < n) {
+        if (r == 0)
+            fprintf(stderr, "llama_mpi: %d ranks do not divide the %d KV heads (run with -np N, N "
+                    "a divisor of %d)\n", n, m->kv_heads, m->kv_heads);
+        return 0;
+    }
+    size_t D = (size_t)m->dim, L = (size_t)m->layers, V = (size_t)m->vocab, FF = (size_t)m->hidden;
+    size_t qd = (size_t)(m->heads / n * m->hs), kd = (size_t)(m->kv_heads / n * m->hs);
+    size_t f0 = (size_t)r * (FF / n), F = r == n - 1 ? FF - f0 : FF / n;
+    int own_cls = !m->shared && r == 0;
+    float *w = (float *)xmalloc(sizeof(float) * (V * D + 2 * L * D + D + (own_cls ? V * D : 0) +
+                                                 L * (2 * qd * D + 2 * kd * D + 3 * F * D)));
+    float *emb = w, *ra = emb + V * D, *rf = ra + L * D, *rfin = rf + L * D, *wq = rfin + D;
+    float *wk = wq + L * qd * D, *wv = wk + L * kd * D, *wo = wv + L * kd * D, *w1 = wo + L * D * qd;
+    float *w2 = w1 + L * F * D, *w3 = w2 + L * D * F, *cls = w3 + L * F * D;
+    memcpy(emb, m->emb, sizeof(float) * V * D);
+    memcpy(ra, m->rms_att, sizeof(float) * L * D);
+    memcpy(rf, m->rms_ffn, sizeof(float) * L * D);
+    memcpy(rfin, m->rms_final, sizeof(float) * D);
+    if (own_cls) memcpy(cls, m->wcls, sizeof(float) * V * D);
+    for (size_t l = 0; l < L; l++) {
+        size_t kvd = (size_t)m->kvd;
+        memcpy(wq + l * qd * D, m->wq + (l * D + r * qd) * D, sizeof(float) * qd * D);
+        memcpy(wk + l * kd * D, m->wk + (l * kvd + r * kd) * D, sizeof(float) * kd * D);
+        memcpy(wv + l * kd * D, m->wv + (l * kvd + r * kd) * D, sizeof(float) * kd * D);
+        memcpy(w1 + l * F * D, m->w1 + (l * FF + f0) * D, sizeof(float) * F * D);
+        memcpy(w3 + l * F * D, m->w3 + (l * FF + f0) * D, sizeof(float) * F * D);
+        for (size_t i = 0; i < D; i++) {
+            memcpy(wo + (l * D + i) * qd, m->wo + (l * D + i) * D + r * qd, sizeof(float) * qd);
+            memcpy(w2 + (l * D + i) * F, m->w2 + (l * D + i) * FF + f0, sizeof(float) * F);
+        }
+    }
+    m->emb = emb; m->rms_att = ra; m->rms_ffn = rf; m->rms_final = rfin;
+    m->wq = wq; m->wk = wk; m->wv = wv; m->wo = wo; m->w1 = w1; m->w2 = w2; m->w3 = w3;
+    m->wcls = m->shared ? emb : own_cls ? cls : NULL;
+    m->heads /= n; m->kv_heads /= n; m->qd = (int)qd; m->kvd = (int)kd; m->hidden = (int)F;
+    free(m->file);
+    m->file = w;
+    return 1;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+#endif
+
+/* 1 on every rank when ok is nonzero on every rank (a failure on one host stops them all). */
+static int all_ranks(int ok) {
+#ifdef LLAMA_MPI
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+#endif
+    return ok;
+}
+
+/* Sums x over the ranks (each holds a partial product of its heads or hidden slice). */
+static void all_sum(float *x, size_t n) {
+#ifdef LLAMA_MPI
+    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)x; (void)n;
+#endif
+}
 
 /* A tiny random model in memory, for the no-argument self-check (the layout of a file from
    examples/make_checkpoint.c --tiny, other random values). */
@@ -269,7 +357,7 @@ typedef struct engine {
 static int forward(engine *e, const attn_metadata *md, int T, int nl, const int *lrows,
                    stats *st) {
     const model *m = e->m;
-    int D = m->dim, F = m->hidden, KV = m->kvd;
+    int D = m->dim, F = m->hidden, KV = m->kvd, QD = m->qd;
     size_t wsb = attn_forward_workspace_size(&e->layer, md, &e->ex);
     if (wsb > e->ws_bytes) {
         free(e->ws);
@@ -281,7 +369,7 @@ static int forward(engine *e, const attn_metadata *md, int T, int nl, const int 
     for (int l = 0; l < m->layers; l++) {
         size_t lo = (size_t)l;
         rmsnorm(e->xb, e->x, m->rms_att + lo * D, T, D);
-        matmul(e->q, e->xb, m->wq + lo * D * D, T, D, D);
+        matmul(e->q, e->xb, m->wq + lo * QD * D, T, D, QD);
         matmul(e->k, e->xb, m->wk + lo * KV * D, T, D, KV);
         matmul(e->v, e->xb, m->wv + lo * KV * D, T, D, KV);
         rope(m, e->q, T, e->ppos, m->heads);
@@ -296,7 +384,8 @@ static int forward(engine *e, const attn_metadata *md, int T, int nl, const int 
             fprintf(stderr, "attn_forward: %s: %s\n", attn_status_str(s), e->msg);
             return 0;
         }
-        matmul(e->xb, e->att, m->wo + lo * D * D, T, D, D);
+        matmul(e->xb, e->att, m->wo + lo * D * QD, T, QD, D);
+        all_sum(e->xb, (size_t)T * D);
         for (size_t i = 0; i < (size_t)T * D; i++) e->x[i] += e->xb[i];
         rmsnorm(e->xb, e->x, m->rms_ffn + lo * D, T, D);
         matmul(e->h1, e->xb, m->w1 + lo * F * D, T, D, F);
@@ -304,13 +393,50 @@ static int forward(engine *e, const attn_metadata *md, int T, int nl, const int 
         for (size_t i = 0; i < (size_t)T * F; i++)
             e->h1[i] = e->h1[i] / (1.0f + expf(-e->h1[i])) * e->h3[i];
         matmul(e->xb, e->h1, m->w2 + lo * D * F, T, F, D);
+        all_sum(e->xb, (size_t)T * D);
         for (size_t i = 0; i < (size_t)T * D; i++) e->x[i] += e->xb[i];
     }
     for (int i = 0; i < nl; i++)
         memcpy(e->xb + (size_t)i * D, e->x + (size_t)lrows[i] * D, sizeof(float) * (size_t)D);
+    if (g_rank != 0) return 1;  /* the logits: rank 0 samples */
     rmsnorm(e->xl, e->xb, m->rms_final, nl, D);
     matmul(e->logits, e->xl, m->wcls, nl, D, m->vocab);
     return 1;
+}
+
+/* After a step's forward pass: 1 when every rank built the same metadata (the block tables,
+   slot mapping, copies, hence the same pool) for the same tokens and holds the same hidden state.
+   A hash of each, compared with one MPI_Allreduce of (h, ~h) under MPI_MAX: both maxima are this
+   rank's values only when no rank's h is larger or smaller. */
+static int ranks_agree(const engine *e, const attn_metadata *md, int T) {
+#ifdef LLAMA_MPI
+    int ns = md->num_prefills + md->num_decode_tokens, bs = e->pool.block_size;
+    int head[5] = {md->num_prefills, md->num_prefill_tokens, md->num_decode_tokens,
+                   md->num_blocks_to_copy, attn_block_pool_free_count(&e->pool)};
+    uint64_t h = fnv(14695981039346656037ull, head, sizeof head), v[2];
+    h = fnv(h, md->slot_mapping, sizeof(int64_t) * (size_t)T);
+    h = fnv(h, md->seq_lens, sizeof(int32_t) * (size_t)ns);
+    h = fnv(h, md->query_start_loc, sizeof(int32_t) * (size_t)(md->num_prefills + 1));
+    if (md->context_lens) h = fnv(h, md->context_lens, sizeof(int32_t) * (size_t)md->num_prefills);
+    for (int i = 0; i < ns; i++)  /* the used part of each block table row */
+        h = fnv(h, md->block_tables + (size_t)i * (size_t)md->max_blocks_per_seq,
+                sizeof(int32_t) * (size_t)((md->seq_lens[i] + bs - 1) / bs));
+    h = fnv(h, md->blocks_to_copy, sizeof(int64_t) * 2 * (size_t)md->num_blocks_to_copy);
+    h = fnv(h, e->pool.free_ids, sizeof(int32_t) * (size_t)e->pool.num_free);  /* the pool */
+    h = fnv(h, e->pool.refcount, sizeof(int32_t) * (size_t)e->pool.num_blocks);
+    h = fnv(h, e->ptok, sizeof(int) * (size_t)T);
+    h = fnv(h, e->ppos, sizeof(int) * (size_t)T);
+    h = fnv(h, e->x, sizeof(float) * (size_t)T * (size_t)e->m->dim);
+    v[0] = h; v[1] = ~h;
+    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (v[0] == h && v[1] == ~h) return 1;
+    fprintf(stderr, "rank %d: this step's metadata, tokens or hidden state differ from another "
+            "rank's\n", g_rank);
+    return 0;
+#else
+    (void)e; (void)md; (void)T;
+    return 1;
+#endif
 }
 
 static float rng_uniform(unsigned long long *s) { /* [0, 1) */
@@ -358,7 +484,10 @@ static void finish(engine *e, sample *s) {
 static void take_token(engine *e, sample *s, const float *lg, stats *st) {
     int V = e->m->vocab;
     if (s->logit_log) memcpy(s->logit_log + (size_t)s->n_gen * V, lg, sizeof(float) * (size_t)V);
-    int t = pick(lg, V, e->o, &s->rng, e->probs);
+    int t = g_rank == 0 ? pick(lg, V, e->o, &s->rng, e->probs) : 0;
+#ifdef LLAMA_MPI
+    MPI_Bcast(&t, 1, MPI_INT, 0, MPI_COMM_WORLD);  /* rank 0's choice, for every rank */
+#endif
     s->tok[s->n_tok++] = t;
     s->n_gen++;
     st->generated++;
@@ -434,7 +563,7 @@ static int prefill_system(engine *e, attn_seq *root, stats *st) {
         }
         for (int j = 0; j < take; j++) { e->ptok[j] = o->sys_tok[start + j]; e->ppos[j] = start + j; }
         double t0 = now_s();
-        if (!forward(e, &md, take, 0, NULL, st)) return 0;
+        if (!forward(e, &md, take, 0, NULL, st) || !ranks_agree(e, &md, take)) return 0;
         st->t_prefill += now_s() - t0;
         st->prefill_tokens += take;
         st->steps++;
@@ -595,7 +724,7 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         if (used_blocks > st->peak_blocks) st->peak_blocks = used_blocks;
         st->cow_copies += md.num_blocks_to_copy;
         double t0 = now_s();
-        if (!forward(&e, &md, T, nl, lrows, st)) { ok = 0; break; }
+        if (!forward(&e, &md, T, nl, lrows, st) || !ranks_agree(&e, &md, T)) { ok = 0; break; }
         double dt = now_s() - t0;
         st->prefill_tokens += md.num_prefill_tokens;
         st->decode_tokens += md.num_decode_tokens;
@@ -819,6 +948,9 @@ static void set_threads(int n) {
 static int self_check(void) {
     model m;
     if (!model_tiny(&m)) { printf("cannot build the tiny model\n"); return 1; }
+#ifdef LLAMA_MPI
+    if (!model_shard(&m, g_rank, g_ranks)) { model_free(&m); return 1; }
+#endif
     static const int len[5] = {13, 5, 30, 9, 21}, arrive[5] = {0, 0, 1, 3, 4};
     int *ptok[5], all_ok = 1;
     for (int p = 0; p < 5; p++) {
@@ -869,7 +1001,7 @@ static int self_check(void) {
     return all_ok ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     if (argc == 1) return self_check();
     options o;
     options_default(&o);
@@ -917,16 +1049,23 @@ int main(int argc, char **argv) {
         return 1;
     }
     set_threads(o.threads);
-    model m;
-    if (!model_load(&m, ckpt)) return 1;
+    model m;  /* under MPI every rank reads the files: the same paths on every host */
+    if (!all_ranks(model_load(&m, ckpt))) return 1;
+#ifdef LLAMA_MPI
+    if (!model_shard(&m, g_rank, g_ranks)) { model_free(&m); return 1; }
+#endif
     tokenizer tk, *t = NULL;
-    if (tok_path) { if (!tok_load(&tk, tok_path, m.vocab)) return 1; t = &tk; }
+    if (tok_path) { if (!all_ranks(tok_load(&tk, tok_path, m.vocab))) return 1; t = &tk; }
     /* prompts: -p, then the lines of -f, else a few defaults */
     char **lines = NULL;
     int nlines = 0;
     if (file) {
         FILE *f = fopen(file, "r");
-        if (!f) { fprintf(stderr, "cannot open %s\n", file); return 1; }
+        if (!all_ranks(f != NULL)) {
+            fprintf(stderr, "cannot open %s\n", file);
+            if (f) fclose(f);
+            return 1;
+        }
         char line[4096];
         while (fgets(line, sizeof line, f)) {
             line[strcspn(line, "\r\n")] = '\0';
@@ -964,7 +1103,8 @@ int main(int argc, char **argv) {
         if (o.sys_len > m.seq_len / 2) o.sys_len = m.seq_len / 2;
         o.sys_tok = sys_tok;
     }
-    if (dump_path && !(o.dump = fopen(dump_path, "w"))) { fprintf(stderr, "cannot write %s\n", dump_path); return 1; }
+    if (dump_path && g_rank == 0) o.dump = fopen(dump_path, "w");  /* rank 0 has the logits */
+    if (!all_ranks(!dump_path || g_rank != 0 || o.dump)) { fprintf(stderr, "cannot write %s\n", dump_path); return 1; }
     sample *s;
     stats st;
     int ok = serve(&m, &o, n_all, ptok, plen, arr, &s, &st);
@@ -993,4 +1133,18 @@ int main(int argc, char **argv) {
     if (t) tok_free(t);
     model_free(&m);
     return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+#ifdef LLAMA_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
+    if (g_rank != 0 && !freopen("/dev/null", "w", stdout)) MPI_Abort(MPI_COMM_WORLD, 1);
+    int rc = run(argc, argv);
+    MPI_Finalize();
+    return rc;
+#else
+    return run(argc, argv);
+#endif
 }
