@@ -89,6 +89,16 @@ endif
 $(B)/embedded_aarch64: examples/embedded.c attn.h | $(B)
 	$(AARCH64_CC) $(WARN) -Os -static -I. $< -o $@ $(LDLIBS)
 
+# The runner tensor-parallel over MPI (examples/llama.c -DLLAMA_MPI; `mpirun -np N $(B)/llama_mpi
+# model.bin ...`, see the README), built for tests/llama_mpi_check.sh whenever mpicc is on PATH
+# (.ci/run installs Open MPI); without it the test says "skipped".
+MPICC ?= mpicc
+ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
+MPI_RUNNER := $(B)/llama_mpi
+endif
+$(B)/llama_mpi: examples/llama.c attn.h | $(B)
+	$(MPICC) $(WARN) $(OPT) -fopenmp -DLLAMA_MPI -I. $< -o $@ $(LDLIBS)
+
 # Compile checks: the header as users will build it (C++, strict C99, declarations-only unit
 # linked with an implementation unit, ATTN_STATIC in two units).
 compile-checks: | $(B)
@@ -104,7 +114,8 @@ compile-time: | $(B)
 # The builds run JOBS at a time (all cores: each is one compiler process), then the suites run
 # one after another.
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
-TEST_BUILDS := $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMBEDDED_AARCH64)
+TEST_BUILDS := $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMBEDDED_AARCH64) \
+               $(MPI_RUNNER)
 test-builds: $(TEST_BUILDS)
 test:
 	@$(MAKE) --no-print-directory -j$(JOBS) test-builds

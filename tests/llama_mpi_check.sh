@@ -48,7 +48,7 @@ check() {
         -p "hi" -p "once upon a time there was a little girl named lily who liked to play" \
         -p "the sun" -p "a cat sat on the mat" --arrive 0,0,1,3,4
     out=$($MPIRUN -np "$np" "$B/llama_mpi" "$model" --dump "$B/mpi_$name.dump" "$@" 2> "$B/mpi_$name.err")
-    if [ $? -ne 0 ]; then bad "$name: mpirun -np $np failed: $(tail -n 5 "$B/mpi_$name.err")"; return; fi
+    if [ $? -ne 0 ]; then bad "$name: mpirun -np $np failed: $(head -n 3 "$B/mpi_$name.err")"; return; fi
     if [ "$want" != "-" ] && ! echo "$out" | grep -Eq "$want"; then
         bad "$name: expected /$want/ in: $(echo "$out" | tail -n 3)"; return
     fi
@@ -77,6 +77,12 @@ check np4_kv4    4 "$M4" "$FORK" "$PRE"
 out=$($MPIRUN -np 3 "$B/llama_mpi" "$M4" -m 2 -p "1 2 3" 2>&1)
 if [ $? -ne 0 ] && echo "$out" | grep -q 'do not divide the 4 KV heads'; then ok "3 ranks refused for 4 KV heads"
 else bad "3 ranks over 4 KV heads: $out"; fi
+# The per-step agreement check catches ranks whose pools diverge: rank 1 given a larger pool
+# (other free block ids) must stop the run with the message.
+out=$($MPIRUN -np 1 "$B/llama_mpi" "$M2" -m 4 --blocks 16 -p "1 2 3" : \
+      -np 1 "$B/llama_mpi" "$M2" -m 4 --blocks 17 -p "1 2 3" 2>&1)
+if [ $? -ne 0 ] && echo "$out" | grep -q 'differ from another rank'; then ok "diverging pools detected"
+else bad "diverging pools not detected: $(echo "$out" | head -n 3)"; fi
 # No arguments: the runner's self-check (batched = each prompt alone), sharded over 2 ranks.
 out=$($MPIRUN -np 2 "$B/llama_mpi" 2>&1)
 if [ $? -eq 0 ] && echo "$out" | grep -q '^ok: '; then ok "self-check over 2 ranks"

@@ -53,5 +53,9 @@ echo "=== llama runner against a naive forward pass (tests/llama_check.sh)"
 out=$(sh tests/llama_check.sh "$B" "$CC" 2>&1)
 echo "$out" | grep -v '^PASS '
 add "$(echo "$out" | tail -n 1)"
+echo "=== llama runner tensor-parallel over MPI (tests/llama_mpi_check.sh)"
+out=$(sh tests/llama_mpi_check.sh "$B" "$CC" 2>&1)
+echo "$out" | grep -v '^PASS '
+add "$(echo "$out" | tail -n 1)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
