@@ -1,5 +1,6 @@
 /* The one test runner: every test file is included into this translation unit so private
    attn__ functions can be tested too. Usage: test_main [--list] [-v] [name-filter ...] */
+#define _DEFAULT_SOURCE  /* mmap (test_guard.c) and threads (test_determinism.c) under -std=c99 */
 #define ATTN_IMPLEMENTATION
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
@@ -15,6 +16,8 @@
 #include "test_paged_prefill.c"
 #include "test_forward.c"
 #include "test_onednn.c"
+#include "test_guard.c"
+#include "test_determinism.c"
 
 static const attn_test_entry all_tests[] = {
     TEST_REF_LIST,
@@ -25,6 +28,8 @@ static const attn_test_entry all_tests[] = {
     TEST_PAGED_PREFILL_LIST,
     TEST_FORWARD_LIST,
     TEST_ONEDNN_LIST,
+    TEST_GUARD_LIST,
+    TEST_DETERMINISM_LIST,
     {NULL, NULL}};
 
 int main(int argc, char **argv) {
