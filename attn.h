@@ -1283,8 +1283,8 @@ typedef struct attn__prefill_scratch {
 ATTN__PRIVATE size_t attn__value_tile_words(int Dp) { return (ATTN__KEY_TILE / 2) * (size_t)Dp; }
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
-    size_t at = (size_t)*cursor;
-    *cursor += attn__align_up(bytes);
+    size_t at = (size_t)*cursor;  /* in integers: measuring starts from a NULL base */
+    *cursor = (char *)(at + attn__align_up(bytes));
     return at;
 }
 
@@ -2066,6 +2066,7 @@ ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int k
 /* The one builder behind the three public ones. */
 ATTN__PRIVATE void attn__fill_bias(int num_heads, const float *slopes, int window, int q_len,
                                    int kv_len, int causal, float *bias) {
+    if ((int64_t)q_len * kv_len == 0) return;  /* bias may be NULL */
     for (int h = 0; h < num_heads; h++)
         for (int i = 0; i < q_len; i++) {
             int64_t pos = (int64_t)kv_len - q_len + i;
@@ -2964,10 +2965,10 @@ ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
    per thread. */
 ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version, int threads) {
     int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
-    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);
-    while (span > 1 && units * ((P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
+    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);  /* in int64_t: Hk may be INT_MAX */
+    while (span > 1 && units * (((int64_t)P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
     P->span = span;
-    P->spans = (P->Hk + span - 1) / span;
+    P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
 }
 
 /* v2, second pass: the same ordered merge as v1. */

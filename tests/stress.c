@@ -475,6 +475,7 @@ static int case_serving(void) {
 
 int main(int argc, char **argv) {
     int fails = 0, any = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);  /* each line as it is printed, also into a file */
     printf("%s\n%s\n", attn_build_info(), attn_cpu_features());
     for (int i = 1; i <= argc; i++) {
         const char *c = i < argc ? argv[i] : NULL;

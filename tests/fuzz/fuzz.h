@@ -279,7 +279,7 @@ FZ_FUNC void fz_rows_make(fz_in *in, uint64_t *rng, fz_rows *R, int64_t tokens, 
     R->tokens = tokens; R->width = width; R->valid = 1;
     R->r.dtype = r == 63 ? (attn_dtype)bad_dt[fz_int(in, 0, 3)] : act[r % 3];
     if (same && r < 60) R->r.dtype = same->r.dtype;
-    if (r == 63) R->valid = 0;
+    if (r == 63 || fz_esize(R->r.dtype) == 0) R->valid = 0;  /* also a bad dtype taken from same */
     if (rs < 24) R->r.stride = 0;
     else if (rs < 30) R->r.stride = width + fz_int(in, 1, 7);
     else if (rs == 30 && width > 1) { R->r.stride = fz_int(in, 1, (int)width - 1); R->valid = 0; }

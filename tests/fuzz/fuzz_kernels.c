@@ -243,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     fz_snap(&keep, "block tables", c.tables, sizeof(int32_t) * (size_t)(n * FZ_MAX(c.max_blocks, 0)));
     int out_i = fz_snap(&outs, "out", c.out.r.data, c.out.bytes);
-    fz_snap(&outs, "lse", c.lse, lse_bytes);
+    int lse_i = fz_snap(&outs, "lse", c.lse, lse_bytes);
     attn_status st = run(&c, e, c.out.r.data, c.lse, ws, ws_bytes);
     const char *name = names[c.op];
     fz_check_status(&ex, st, name);
@@ -281,6 +281,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         void *ws2 = fz_alloc(bytes2), *out2 = out_i >= 0 ? fz_alloc(c.out.bytes) : NULL;
         float *lse2 = c.lse ? (float *)fz_alloc(lse_bytes) : NULL;
         memset(ws2, 0xff, bytes2);
+        if (lse2) memcpy(lse2, outs.copy[lse_i], lse_bytes);  /* the bytes the first call saw */
         if (out2) memcpy(out2, outs.copy[out_i], c.out.bytes);
         FZ_REQUIRE(run(&c2, &e2, out2 ? out2 : c.out.r.data, lse2, ws2, bytes2) == ATTN_OK,
                    "%s: refused at %d threads", name, e2.num_threads);

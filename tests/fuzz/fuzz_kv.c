@@ -187,9 +187,13 @@ static void op_swap(fz_in *in, uint64_t *rng) {
         int di = dfc == &a ? 0 : 2;
         memcpy(dk, all.copy[di], cb);
         memcpy(dv, all.copy[di + 1], cb);
-        for (int i = 0; i < n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv, pr[2 * i], pr[2 * i + 1]);
+        /* a destination whose key and value arrays are one buffer: each pair's value lands on its key */
+        void *dv_model = dfc->k == dfc->v ? dk : dv;
+        for (int i = 0; i < n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv_model, pr[2 * i], pr[2 * i + 1]);
         FZ_REQUIRE(!memcmp(dk, dfc->k, cb) && (dfc->v == dfc->k || !memcmp(dv, dfc->v, cb)),
-                   "attn_swap_blocks: the destination differs from the model's copies (%d pairs)", n);
+                   "attn_swap_blocks: the destination differs from the model's copies (%d pairs, mode %d, "
+                   "dtype %d, shared arrays %d %d, pair 0: %lld -> %lld)", n, mode, (int)dt, a.k == a.v,
+                   dfc->k == dfc->v, (long long)pr[0], (long long)pr[1]);
         if (dfc != &a)
             FZ_REQUIRE(!memcmp(all.copy[0], a.k, fz_cache_bytes(&a)) && !memcmp(all.copy[1], a.v, fz_cache_bytes(&a)),
                        "attn_swap_blocks changed its source");
@@ -259,7 +263,7 @@ static int accepts(const char *what, attn_status st, int *n, const char **names,
 }
 
 static void op_validators(fz_in *in, uint64_t *rng) {
-    static char ws[1 << 16];
+    static char ws[1 << 20];  /* the prefill query counts one thread's scratch even for no tokens */
     fz_cache fc;
     int Hk = fz_int(in, 1, 4), D = fz_int(in, 1, 64);
     gen_cache(in, rng, &fc, fz_int(in, 1, 4), fz_int(in, 1, 4), Hk, D, (attn_dtype)fz_int(in, 0, ATTN_DTYPE_COUNT - 1));

@@ -108,8 +108,8 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
     /* the model: what is free now, and the table before */
     uint8_t *was_free = (uint8_t *)calloc((size_t)p->num_blocks, 1);
     for (int b = 0; b < p->num_blocks; b++) was_free[b] = p->refcount[b] == 0;
-    int32_t before[MAX_TABLE];
-    memcpy(before, q->block_table, sizeof before);
+    int32_t before[MAX_TABLE] = {0};
+    if (q->block_table) memcpy(before, q->block_table, sizeof before);  /* NULL: a table of 0 */
     int old_blocks = q->num_blocks;
     int64_t old_len = q->len;
     fz_snaps sn = {0};
@@ -170,7 +170,7 @@ static void op_fork(fz_in *in, world *w, int s, int broken) {
     fz_unchanged_on_error(&sn, st, "attn_seq_fork");
     if (st == ATTN_OK) {
         FZ_REQUIRE(child->len == parent->len && child->num_blocks == parent->num_blocks &&
-                   !memcmp(child->block_table, parent->block_table, sizeof(int32_t) * (size_t)parent->num_blocks),
+                   (parent->num_blocks == 0 || !memcmp(child->block_table, parent->block_table, sizeof(int32_t) * (size_t)parent->num_blocks)),
                    "attn_seq_fork: the child is not the parent's copy");
     }
     fz_snaps_free(&sn);
@@ -184,8 +184,8 @@ static void op_truncate(fz_in *in, world *w, int s, int broken) {
     attn_block_pool bp = broken == 1 ? broken_pool(in, p) : *p;
     attn_seq bq = broken == 2 ? broken_seq(in, q, p->block_size) : *q;
     fz_bad_if(&ex, broken != 0 || new_len < 0 || new_len > q->len, ATTN_ERR_INVALID_ARG);
-    int32_t before[MAX_TABLE];
-    memcpy(before, q->block_table, sizeof before);
+    int32_t before[MAX_TABLE] = {0};
+    if (q->block_table) memcpy(before, q->block_table, sizeof before);  /* NULL: a table of 0 */
     fz_snaps sn = {0};
     snap_world(&sn, w);
     attn_status st = attn_seq_truncate(broken == 1 ? &bp : p, broken == 2 ? &bq : q, new_len);
@@ -193,7 +193,7 @@ static void op_truncate(fz_in *in, world *w, int s, int broken) {
     fz_unchanged_on_error(&sn, st, "attn_seq_truncate");
     if (st == ATTN_OK)
         FZ_REQUIRE(q->len == new_len && q->num_blocks == blocks_for(new_len, p->block_size) &&
-                   !memcmp(before, q->block_table, sizeof(int32_t) * (size_t)q->num_blocks),
+                   (q->num_blocks == 0 || !memcmp(before, q->block_table, sizeof(int32_t) * (size_t)q->num_blocks)),
                    "attn_seq_truncate: len %lld, %d blocks", (long long)q->len, q->num_blocks);
     fz_snaps_free(&sn);
 }

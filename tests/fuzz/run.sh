@@ -10,9 +10,11 @@ printf '%-14s %12s %8s %8s %10s\n' harness executions seconds crashes invariants
 for f in "$@"; do
     work=$B/fuzz-work/$f
     mkdir -p "$work/corpus"
+    seeds=tests/fuzz/corpus/$f
+    [ -d "$seeds" ] || seeds=
     start=$(date +%s)
     nice -n 19 "$B/$f" -max_total_time="$S" -print_final_stats=1 -timeout=60 -rss_limit_mb=4096 \
-        -artifact_prefix="$work/" "$work/corpus" "tests/fuzz/corpus/$f" > "$work/log" 2>&1
+        -artifact_prefix="$work/" "$work/corpus" $seeds > "$work/log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
@@ -22,7 +24,8 @@ for f in "$@"; do
     printf '%-14s %12s %8s %8s %10s\n' "$f" "${execs:-?}" "$secs" "$crash" "$inv"
     if [ $rc -ne 0 ]; then
         failed=1
-        grep -B2 -A12 -m1 -E '^invariant failed|ERROR: |runtime error|deadly signal' "$work/log"
+        grep -B2 -A12 -m1 -E '^invariant failed|ERROR: |runtime error|deadly signal' "$work/log" ||
+            tail -n 5 "$work/log"
         ls "$work"/crash-* "$work"/timeout-* "$work"/oom-* 2>/dev/null
     fi
 done
