@@ -49,7 +49,7 @@ FLAGS_clang := $(OPT)
 endif
 
 .PHONY: all run test sanitize bench bench-onednn examples clean compile-checks bitwise \
-        compile-time fuzz stress valgrind
+        compile-time fuzz fuzz-seeds stress valgrind
 all: $(B)/test_default $(B)/quickstart
 
 $(B):
@@ -112,6 +112,9 @@ $(B)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/ref.h attn.h $(B)/fuzz_
 	$(FUZZ_CC) $(FUZZ_FLAGS) -O1 -fsanitize=fuzzer -I. $< $(B)/fuzz_impl.o -o $@ -lm
 fuzz: $(addprefix $(B)/,$(FUZZERS))
 	@sh tests/fuzz/run.sh $(B) $(FUZZ_SECONDS) $(FUZZERS)
+# Remakes the seed corpora from a run of FUZZ_SECONDS each (tests/fuzz/seed.sh); commit the result.
+fuzz-seeds: $(addprefix $(B)/,$(FUZZERS))
+	@sh tests/fuzz/seed.sh $(B) $(FUZZ_SECONDS) $(FUZZERS)
 
 # memcheck (valgrind) over the examples and a reduced suite (the tests whose names contain one of
 # VALGRIND_TESTS): zero errors, or the target fails. The suite is built without OpenMP and

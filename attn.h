@@ -3347,11 +3347,13 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         int64_t q_row = query.stride ? query.stride : width;
         int64_t o_row = out.stride ? out.stride : width;
         memset(&a, 0, sizeof a);
+        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
         a.params = p; a.q = query; a.out = out; a.cache = cache;
         a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
         a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
-        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
-        a.tables = f.tables + (size_t)f.prefills * f.max_blocks; a.max_blocks = f.max_blocks;
+        /* NULL tables stay NULL (the decode check refuses them; no offset from NULL) */
+        a.tables = f.tables ? f.tables + (size_t)f.prefills * f.max_blocks : NULL;
+        a.max_blocks = f.max_blocks;
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
         ATTN__TRY(attn__decode_check(&a));
         ATTN__TRY(attn__decode_plan_fill(&dec, &c, &a));

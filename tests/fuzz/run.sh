@@ -13,7 +13,7 @@ for f in "$@"; do
     seeds=tests/fuzz/corpus/$f
     [ -d "$seeds" ] || seeds=
     start=$(date +%s)
-    nice -n 19 "$B/$f" -max_total_time="$S" -print_final_stats=1 -timeout=60 -rss_limit_mb=4096 \
+    "$B/$f" -max_total_time="$S" -print_final_stats=1 -timeout=120 -rss_limit_mb=4096 \
         -artifact_prefix="$work/" "$work/corpus" $seeds > "$work/log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
