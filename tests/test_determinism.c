@@ -93,7 +93,7 @@ enum { TDT_SEQS = 5 };
 /* ---- attn_sdpa ------------------------------------------------------------------------------ */
 static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
     enum { H = 6, HK = 2, D = 40 };
-    static const int lq[TDT_SEQS] = {1, 70, 13, 0, 100}, lk[TDT_SEQS] = {1, 70, 140, 9, 100};
+    static const int lq[TDT_SEQS] = {1, 33, 13, 0, 50}, lk[TDT_SEQS] = {1, 33, 140, 9, 50};
     uint64_t rng = seed;
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = HK; p.head_size = D; p.sliding_window = 50; p.logits_soft_cap = 10;
@@ -157,7 +157,7 @@ TEST(determinism_sdpa_threads_pools_permutations) {
 /* Prefill chunks (op 0) or decodes (op 1..3: v1, v2, auto) over td_make's cache (shuffled
    blocks, NaN in unused slots), alone and with the sequences permuted. */
 static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64_t seed) {
-    static const int lens[TDT_SEQS] = {600, 1, 37, 1100, 64}, chunk[TDT_SEQS] = {9, 1, 17, 3, 20};
+    static const int lens[TDT_SEQS] = {600, 1, 37, 1100, 64}, chunk[TDT_SEQS] = {5, 1, 9, 2, 7};
     td_case c = td_base();
     c.num_seqs = TDT_SEQS; c.lens = lens; c.kv_dt = kv; c.act_dt = act; c.H = 8; c.Hk = 2; c.D = 64;
     c.alibi = 1; c.sinks = 1;
