@@ -371,12 +371,13 @@ static int case_serving(void) {
         }
         /* the batch: prefill chunks first (tokens known but not cached), then decodes (a new
            token each); a request that cannot get blocks preempts the longest other one */
-        int n = 0, prefills = 0, tokens = 0;
+        int n = 0, prefills = 0, tokens = 0, batched[SV_REQS] = {0};
         int64_t slots[SV_REQS * SV_CHUNK];
         for (int pass = 0; pass < 2; pass++)
             for (int r = 0; r < SV_REQS; r++) {
                 sv_req *x = &req[r];
-                if (!x->live || x->seq.len == x->max_total) continue;
+                /* once a step: a prefill that caught up in pass 0 decodes in the next step */
+                if (!x->live || batched[r] || x->seq.len == x->max_total) continue;
                 int prefill = x->seq.len < x->total;
                 if (prefill != (pass == 0)) continue;
                 int m = prefill ? x->total - x->seq.len : 1;
@@ -417,6 +418,7 @@ static int case_serving(void) {
                 memcpy(kr + (size_t)tokens * SV_KW, x->k + (size_t)first * SV_KW, sizeof(float) * (size_t)m * SV_KW);
                 memcpy(vr + (size_t)tokens * SV_KW, x->v + (size_t)first * SV_KW, sizeof(float) * (size_t)m * SV_KW);
                 order[n] = r; nq[n] = m; n++;
+                batched[r] = 1;
                 prefills += prefill;
                 tokens += m;
             }
