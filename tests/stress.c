@@ -335,8 +335,13 @@ static int case_serving(void) {
         for (int r = 0; r < SV_REQS; r++) {
             sv_req *x = &req[r];
             if (!x->live && rint_in(&rng, 0, 3) == 0) {
+                /* admission as a scheduler does it: the prompt's blocks and a watermark of an
+                   eighth of the pool must be free (else the request arrives later); growth
+                   still exhausts the pool, and preemption recovers */
+                int prompt = rint_in(&rng, 1, 120);
+                if (attn_block_pool_free_count(&pool) < (prompt + SV_BS - 1) / SV_BS + SV_BLOCKS / 8) continue;
                 x->live = 1;
-                x->total = rint_in(&rng, 1, 120);
+                x->total = prompt;
                 x->max_total = x->total + rint_in(&rng, 1, SV_MAXLEN - x->total);
                 for (int i = 0; i < x->total * SV_KW; i++) { x->k[i] = uni(&rng, -1, 1); x->v[i] = uni(&rng, -1, 1); }
                 attn_seq_init(&x->seq, x->table, SV_MAXB);
@@ -370,7 +375,7 @@ static int case_serving(void) {
             }
         }
         /* the batch: prefill chunks first (tokens known but not cached), then decodes (a new
-           token each); a request that cannot get blocks preempts the longest other one */
+           token each); see below for who waits and who preempts */
         int n = 0, prefills = 0, tokens = 0, batched[SV_REQS] = {0};
         int64_t slots[SV_REQS * SV_CHUNK];
         for (int pass = 0; pass < 2; pass++)
@@ -385,7 +390,11 @@ static int case_serving(void) {
                 int64_t cow[1][2];
                 int n_cow = 0;
                 attn_status s = attn_seq_append(&pool, &x->seq, m, slots + tokens, cow, &n_cow);
-                while (s == ATTN_ERR_OUT_OF_BLOCKS) {  /* preempt: release the longest request not in the batch */
+                /* a decode that finds no block preempts the longest request not in the batch; a
+                   prefill (new or preempted) waits for blocks instead, as a scheduler's waiting
+                   queue does (preempting for every prefill livelocks a small pool), unless the
+                   batch is still empty (prefills holding part of their blocks would deadlock) */
+                while (s == ATTN_ERR_OUT_OF_BLOCKS && (!prefill || n == 0)) {
                     int victim = -1;
                     for (int y = 0; y < SV_REQS; y++) {
                         int in_batch = 0;
@@ -400,7 +409,7 @@ static int case_serving(void) {
                     st.preemptions++;
                     s = attn_seq_append(&pool, &x->seq, m, slots + tokens, cow, &n_cow);
                 }
-                if (s == ATTN_ERR_OUT_OF_BLOCKS) continue;  /* waits for a later step */
+                if (s == ATTN_ERR_OUT_OF_BLOCKS) { st.exhausted += prefill; continue; }  /* a later step */
                 if (s != ATTN_OK) { fails++; continue; }
                 if (n_cow) {  /* copy-on-write before the new tokens are written */
                     attn_kv_cache *layers[1] = {&cache};
