@@ -1483,8 +1483,8 @@ typedef struct attn__prefill_scratch {
 ATTN__PRIVATE size_t attn__value_tile_words(int Dp) { return (ATTN__KEY_TILE / 2) * (size_t)Dp; }
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
-    size_t at = (size_t)*cursor;
-    *cursor += attn__align_up(bytes);
+    size_t at = (size_t)*cursor;  /* in integers: measuring starts from a NULL base */
+    *cursor = (char *)(at + attn__align_up(bytes));
     return at;
 }
 
@@ -2275,6 +2275,7 @@ ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int k
 ATTN__PRIVATE void attn__fill_bias(const attn__logits *T, int num_heads, int q_len, int kv_len,
                                    float *bias) {
     float none = T->slopes ? -0.0f : 0.0f;  /* slope * d + -0 is slope * d to its sign */
+    if ((int64_t)q_len * kv_len == 0) return;  /* bias may be NULL */
     for (int h = 0; h < num_heads; h++) {
         float slope = attn__logits_slope(T, h);
         for (int i = 0; i < q_len; i++) {
@@ -3182,10 +3183,10 @@ ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
    per thread. */
 ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version, int threads) {
     int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
-    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);
-    while (span > 1 && units * ((P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
+    int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);  /* in int64_t: Hk may be INT_MAX */
+    while (span > 1 && units * (((int64_t)P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
     P->span = span;
-    P->spans = (P->Hk + span - 1) / span;
+    P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -3714,13 +3715,16 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         int64_t q_row = query.stride ? query.stride : width;
         int64_t o_row = out.stride ? out.stride : width;
         memset(&a, 0, sizeof a);
+        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
         a.params = p; a.q = query; a.out = out; a.cache = cache;
         a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
         a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
         ATTN__CHECKF(m, query.data && out.data, ATTN_ERR_INVALID_ARG,
                      "%s.data is NULL with num_decode_tokens = %d", query.data ? "out" : "query",
                      f.decodes);
-        a.tables = f.tables + (size_t)f.prefills * f.max_blocks; a.max_blocks = f.max_blocks;
+        /* NULL tables stay NULL (the decode check refuses them; no offset from NULL) */
+        a.tables = f.tables ? f.tables + (size_t)f.prefills * f.max_blocks : NULL;
+        a.max_blocks = f.max_blocks;
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
         ATTN__TRYF(m, attn__decode_check(&a), "the decodes (cache geometry, block tables, rows)");
         ATTN__TRYF(m, attn__decode_plan_fill(&dec, &c, &a), "the decodes' plan");

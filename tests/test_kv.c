@@ -852,13 +852,16 @@ TEST(seq_append_slots_cow_and_atomicity) {
     size_t bytes = attn_block_pool_bytes(6);
     unsigned char *mem = (unsigned char *)tu_alloc(bytes);
     attn_block_pool p;
+    /* zeroed first: the snapshots compare whole structs (padding) and unused bytes (memcheck) */
+    memset(mem, 0, bytes); memset(&p, 0, sizeof p);
     REQUIRE(attn_block_pool_init(&p, 6, 4, mem, bytes) == ATTN_OK);
-    int32_t ta[8], tb[8], tc[2];
+    int32_t ta[8] = {0}, tb[8] = {0}, tc[2] = {0};
     attn_seq a, b, c;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
     attn_seq_init(&a, ta, 8);
     attn_seq_init(&b, tb, 8);
     attn_seq_init(&c, tc, 2);
-    int64_t slots[32], cow[1][2] = {{-7, -7}};
+    int64_t slots[32] = {0}, cow[1][2] = {{-7, -7}};
     int n_cow = -7;
     CHECK_STATUS(attn_seq_append(&p, &a, 6, slots, cow, &n_cow), ATTN_OK);
     CHECK_EQ_INT(n_cow, 0);
@@ -911,16 +914,18 @@ TEST(seq_append_slots_cow_and_atomicity) {
     CHECK_STATUS(attn_seq_truncate(&p, &b, 15), ATTN_OK);  /* last block of b now 3/4 full */
     attn_seq_release(&p, &c);
     CHECK_EQ_INT(attn_block_pool_free_count(&p), 1);       /* block 4 came back */
-    int32_t td[8];
+    int32_t td[8] = {0};
     attn_seq d;
+    memset(&d, 0, sizeof d);
     attn_seq_init(&d, td, 8);
     CHECK_STATUS(attn_seq_fork(&p, &b, &d), ATTN_OK);
     CHECK_STATUS(attn_seq_truncate(&p, &a, 0), ATTN_OK);   /* frees block 2; block 0 stays shared */
     CHECK_EQ_INT(attn_block_pool_free_count(&p), 2);
     /* d appending 2 needs the CoW block of its shared 3/4-full last block + 1 new block: with
        one block free that must fail, and appending 1 (the CoW block only) must fit */
-    int32_t te[2];
+    int32_t te[2] = {0};
     attn_seq e;
+    memset(&e, 0, sizeof e);
     attn_seq_init(&e, te, 2);
     CHECK_STATUS(attn_seq_append(&p, &e, 1, slots, NULL, NULL), ATTN_OK);
     CHECK_EQ_INT(attn_block_pool_free_count(&p), 1);
@@ -954,9 +959,11 @@ TEST(seq_fork_truncate_release_reject_bad_input) {
     size_t bytes = attn_block_pool_bytes(8);
     unsigned char *mem = (unsigned char *)tu_alloc(bytes);
     attn_block_pool p;
+    memset(mem, 0, bytes); memset(&p, 0, sizeof p);  /* the snapshots compare every byte */
     REQUIRE(attn_block_pool_init(&p, 8, 2, mem, bytes) == ATTN_OK);
-    int32_t ta[6], tb[6], tsmall[1];
+    int32_t ta[6] = {0}, tb[6] = {0}, tsmall[1] = {0};
     attn_seq a, b, small;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&small, 0, sizeof small);
     attn_seq_init(&a, ta, 6);
     attn_seq_init(&b, tb, 6);
     attn_seq_init(&small, tsmall, 1);
@@ -1076,9 +1083,11 @@ TEST(block_pool_randomized_against_model) {
     REQUIRE(bytes <= sizeof(((tk_snap *)0)->mem));
     unsigned char *mem = (unsigned char *)tu_alloc(bytes);
     attn_block_pool p;
+    memset(mem, 0, bytes); memset(&p, 0, sizeof p);  /* the snapshots compare every byte */
     REQUIRE(attn_block_pool_init(&p, TKM_BLOCKS, TKM_BS, mem, bytes) == ATTN_OK);
     static int32_t tables[TKM_SEQS][64];
     attn_seq s[TKM_SEQS];
+    memset(s, 0, sizeof s);
     tk_model m;
     memset(&m, 0, sizeof m);
     for (int q = 0; q < TKM_SEQS; q++) attn_seq_init(&s[q], tables[q], 6 + 3 * q);  /* 6 .. 27 */

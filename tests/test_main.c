@@ -1,5 +1,6 @@
 /* The one test runner: every test file is included into this translation unit so private
    attn__ functions can be tested too. Usage: test_main [--list] [-v] [name-filter ...] */
+#define _DEFAULT_SOURCE  /* mmap (test_guard.c) and threads (test_determinism.c) under -std=c99 */
 #define ATTN_IMPLEMENTATION
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
@@ -16,6 +17,9 @@
 #include "test_forward.c"
 #include "test_serve.c"
 #include "test_onednn.c"
+#include "test_guard.c"
+#include "test_determinism.c"
+#include "test_fuzz_found.c"
 
 static const attn_test_entry all_tests[] = {
     TEST_REF_LIST,
@@ -27,6 +31,9 @@ static const attn_test_entry all_tests[] = {
     TEST_FORWARD_LIST,
     TEST_SERVE_LIST,
     TEST_ONEDNN_LIST,
+    TEST_GUARD_LIST,
+    TEST_DETERMINISM_LIST,
+    TEST_FUZZ_FOUND_LIST,
     {NULL, NULL}};
 
 int main(int argc, char **argv) {

@@ -1,0 +1,76 @@
+/* What the fuzz harnesses (tests/fuzz/) found, kept as ordinary tests. Each was undefined
+   behaviour that only UBSan reports (a signed overflow, which the sanitize configuration's gcc
+   UBSan stops at; pointer arithmetic on NULL, which clang's UBSan reports); the tests also hold
+   the documented results. */
+
+/* A decode over heads counts as large as an int holds: the plan's KV-head spans were counted as
+   Hk + span - 1 in int, which overflowed at Hk = INT_MAX. An empty batch is valid there (the
+   cache struct is valid: one block of one token, head size 1, INT_MAX heads), so the call
+   returns ATTN_OK and writes nothing. */
+TEST(fuzz_found_decode_heads_int_max) {
+    static float key[1], value[1];
+    attn_kv_cache c;
+    memset(&c, 0, sizeof c);
+    c.key = key; c.value = value;
+    c.num_blocks = 1; c.block_size = 1; c.num_kv_heads = 0x7fffffff; c.head_size = 1;
+    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = p.num_kv_heads = 0x7fffffff; p.head_size = 1;
+    int32_t none[2] = {0, 0};
+    attn_rows rows = {NULL, ATTN_F32, 0};
+    static char ws[1 << 20];
+    for (int v = ATTN_PAGED_AUTO; v <= ATTN_PAGED_V2; v++) {
+        size_t need = attn_paged_decode_workspace_size(&p, NULL, &c, none, 0, (attn_paged_version)v);
+        CHECK(need > 0 && need <= sizeof ws);
+        CHECK_EQ_INT(attn_paged_decode(&p, NULL, rows, rows, &c, none, 0, none, 0, (attn_paged_version)v, NULL,
+                                       ws, sizeof ws), ATTN_OK);
+    }
+}
+
+/* The bias builders with no keys or no queries take a NULL bias (nothing to write); the rows
+   were addressed from the NULL pointer before the empty loop (clang's UBSan reports that). */
+TEST(fuzz_found_bias_no_keys_null) {
+    static const float slopes[2] = {0.5f, 0.25f};
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = 2; p.num_kv_heads = 1; p.head_size = 8;
+    CHECK_EQ_INT(attn_make_bias(&p, 3, 0, 1, NULL), ATTN_OK);
+    CHECK_EQ_INT(attn_make_alibi_bias(2, slopes, 3, 0, 0, NULL), ATTN_OK);
+    CHECK_EQ_INT(attn_make_sliding_window_bias(4, 3, 0, 1, NULL), ATTN_OK);
+    CHECK_EQ_INT(attn_make_sliding_window_bias(4, 0, 5, 1, NULL), ATTN_OK);
+    CHECK_EQ_INT(attn_make_sliding_window_bias(4, 3, 5, 1, NULL), ATTN_ERR_INVALID_ARG);
+}
+
+/* attn_forward with decodes and no block tables: the decode rows' table pointer was computed
+   from the NULL pointer before the check that refuses it. ATTN_ERR_INVALID_ARG, nothing written. */
+TEST(fuzz_found_forward_decode_null_tables) {
+    enum { H = 2, D = 4, BS = 4 };
+    static float key[2 * BS * H * D], value[2 * BS * H * D];
+    attn_kv_cache c;
+    memset(&c, 0, sizeof c);
+    c.key = key; c.value = value;
+    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = H; c.head_size = D;
+    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = p.num_kv_heads = H; p.head_size = D;
+    attn_layer L;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    float q[H * D] = {0}, out[H * D], before[H * D];
+    for (int i = 0; i < H * D; i++) out[i] = before[i] = (float)i;
+    int32_t seq_lens[1] = {3}, qsl[1] = {0};
+    attn_metadata md;
+    memset(&md, 0, sizeof md);
+    md.num_decode_tokens = 1; md.seq_lens = seq_lens; md.query_start_loc = qsl;
+    md.block_tables = NULL; md.max_blocks_per_seq = 1;
+    attn_rows rq = {q, ATTN_F32, 0}, none = {NULL, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+    static char ws[1 << 20];
+    CHECK_EQ_INT(attn_forward(&L, NULL, rq, none, none, &c, &md, ro, ws, sizeof ws), ATTN_ERR_INVALID_ARG);
+    CHECK(memcmp(out, before, sizeof out) == 0);
+}
+
+#define TEST_FUZZ_FOUND_LIST                                                                      \
+    ATTN_TEST_ENTRY(fuzz_found_decode_heads_int_max),                                             \
+    ATTN_TEST_ENTRY(fuzz_found_bias_no_keys_null),                                                \
+    ATTN_TEST_ENTRY(fuzz_found_forward_decode_null_tables)
