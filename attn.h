@@ -25,7 +25,8 @@
                                                 fp8 decode, the same results, a faster build
        ATTN_USE_OPENMP           on if _OPENMP  run work items on OpenMP threads
        ATTN_NO_OPENMP            off            never use OpenMP, even with -fopenmp
-       ATTN_USE_ONEDNN           off            prefill GEMMs on oneDNN when asked (-ldnnl, see ONEDNN)
+       ATTN_USE_ONEDNN           off            prefill GEMMs on oneDNN when asked (-ldnnl, see
+                                                ONEDNN)
        ATTN_ASSERT(x)            assert(x)      internal invariants only (never for bad input)
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
@@ -179,7 +180,8 @@
 #define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION_STRING "0.2.0"
-#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
+#define ATTN_VERSION_NUMBER                                                                        \
+    (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 #ifdef ATTN_STATIC
 #if defined(__GNUC__) || defined(__clang__)
@@ -636,7 +638,8 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq);
    params and cache), ATTN_ERR_OUT_OF_RANGE (a length the block table cannot hold, a block id
    outside the cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_UNSUPPORTED (exec). */
 #define ATTN_PARTITION_TOKENS 512
-typedef enum attn_paged_version { ATTN_PAGED_AUTO = 0, ATTN_PAGED_V1, ATTN_PAGED_V2 } attn_paged_version;
+typedef enum attn_paged_version { ATTN_PAGED_AUTO = 0, ATTN_PAGED_V1,
+                                 ATTN_PAGED_V2 } attn_paged_version;
 
 /* Workspace for attn_paged_decode with these arguments (0 when they are invalid). */
 ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -1104,14 +1107,22 @@ ATTNDEF const char *attn_cpu_features(void) {
     return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
 #else
     static const char *const text[16] = {  /* indexed by the four ATTN__CPU_ flags below bit 4 */
-        "avx2=no avx512=no avx512bf16=no avx512vbmi=no", "avx2=yes avx512=no avx512bf16=no avx512vbmi=no",
-        "avx2=no avx512=yes avx512bf16=no avx512vbmi=no", "avx2=yes avx512=yes avx512bf16=no avx512vbmi=no",
-        "avx2=no avx512=no avx512bf16=yes avx512vbmi=no", "avx2=yes avx512=no avx512bf16=yes avx512vbmi=no",
-        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=no", "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no",
-        "avx2=no avx512=no avx512bf16=no avx512vbmi=yes", "avx2=yes avx512=no avx512bf16=no avx512vbmi=yes",
-        "avx2=no avx512=yes avx512bf16=no avx512vbmi=yes", "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes",
-        "avx2=no avx512=no avx512bf16=yes avx512vbmi=yes", "avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes",
-        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes", "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes"};
+        "avx2=no avx512=no avx512bf16=no avx512vbmi=no",
+        "avx2=yes avx512=no avx512bf16=no avx512vbmi=no",
+        "avx2=no avx512=yes avx512bf16=no avx512vbmi=no",
+        "avx2=yes avx512=yes avx512bf16=no avx512vbmi=no",
+        "avx2=no avx512=no avx512bf16=yes avx512vbmi=no",
+        "avx2=yes avx512=no avx512bf16=yes avx512vbmi=no",
+        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=no",
+        "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no",
+        "avx2=no avx512=no avx512bf16=no avx512vbmi=yes",
+        "avx2=yes avx512=no avx512bf16=no avx512vbmi=yes",
+        "avx2=no avx512=yes avx512bf16=no avx512vbmi=yes",
+        "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes",
+        "avx2=no avx512=no avx512bf16=yes avx512vbmi=yes",
+        "avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes",
+        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes",
+        "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes"};
     return text[attn__cpu_flags() & 15];
 #endif
 }
@@ -1317,7 +1328,8 @@ static const uint8_t attn__e4m3_bf16_bytes[2][128] = {
      0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
      0x11, 0x10, 0x13, 0x12, 0x15, 0x14, 0x17, 0x16, 0x19, 0x18, 0x1b, 0x1a, 0x1d, 0x1c, 0x1f, 0x1e,
      0x22, 0x23, 0x20, 0x21, 0x26, 0x27, 0x24, 0x25, 0x2a, 0x2b, 0x28, 0x29, 0x2e, 0x2f, 0x2c, 0x2d,
-     0x33, 0x32, 0x31, 0x30, 0x37, 0x36, 0x35, 0x34, 0x3b, 0x3a, 0x39, 0x38, 0x3f, 0x3e, 0x3d, 0x00},
+     0x33, 0x32, 0x31, 0x30, 0x37, 0x36, 0x35, 0x34, 0x3b, 0x3a, 0x39, 0x38, 0x3f, 0x3e, 0x3d,
+     0x00},
     {0x00, 0x00, 0x80, 0xc0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
      0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
      0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
@@ -1472,7 +1484,7 @@ typedef struct attn__prefill_scratch {
     float *rel, *slope;    /* [rows_cap] row's token offset in the item; its head's ALiBi slope */
     float *kt, *vt;        /* [KEY_TILE][D], [KEY_TILE][Dp] keys / values converted to f32 */
     float *zero;           /* [Dp] zeros: the key row of padding columns (f32 or bf16) */
-    float *rowblk;         /* [MAX_LANES][block_row_stride] a vector's worth of query or output rows */
+    float *rowblk;      /* [MAX_LANES][block_row_stride] a vector's worth of query or output rows */
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
     const uint16_t **krows16, **vrows16;  /* [KEY_TILE] the same for the bf16 pair kernels */
     attn__value_cache *vcache;     /* the thread's packed value tiles (NULL when it keeps none) */
@@ -1489,7 +1501,8 @@ ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
 }
 
 /* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size. */
-ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, int value_tiles, char *base,
+ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, int value_tiles,
+                                                  char *base,
                                                   attn__prefill_scratch *s) {
     char *c = base;
     size_t rc = (size_t)rows_cap, f = sizeof(float);
@@ -1513,7 +1526,9 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, i
     t.vcache = NULL; t.vtiles = NULL;
     if (value_tiles > 0) {
         t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
-        t.vtiles = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * attn__value_tile_words(Dp) * (size_t)value_tiles);
+        t.vtiles =
+                (uint32_t *)attn__carve(&c,
+                        sizeof(uint32_t) * attn__value_tile_words(Dp) * (size_t)value_tiles);
     }
     if (s) *s = t;
     return (size_t)(c - base);
@@ -1534,7 +1549,8 @@ ATTN__PRIVATE int attn__find_seq(const int64_t *item_start, int num_seqs, int64_
 ATTN__PRIVATE int64_t attn__longest(const int32_t *cu, const int32_t *lens, int n) {
     int64_t most = 0;
     if (!cu && !lens) return -1;
-    for (int i = 0; i < n; i++) most = ATTN__MAX(most, cu ? (int64_t)cu[i + 1] - cu[i] : (int64_t)lens[i]);
+    for (int i = 0; i < n; i++) most =
+            ATTN__MAX(most, cu ? (int64_t)cu[i + 1] - cu[i] : (int64_t)lens[i]);
     return most;
 }
 
@@ -1609,7 +1625,8 @@ typedef struct attn__decode_scratch {
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
 } attn__decode_scratch;
 
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base, attn__decode_scratch *s) {
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base,
+                                                 attn__decode_scratch *s) {
     char *c = base;
     size_t heads = (size_t)span * G4;
     float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
@@ -1693,7 +1710,7 @@ typedef struct attn__call {
    f32 scores by the primitive) and accumulate in f32; P is rounded to bf16 for P.V. Otherwise
    (f32/f16/fp8 inputs, exec.f32_probs, or no bf16 hardware path) operands are widened to f32. */
 #ifndef ATTN_USE_OPENMP
-#error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs are pinned to one thread through it"
+#error "attn.h: ATTN_USE_ONEDNN needs OpenMP (-fopenmp): oneDNN's GEMMs run on one thread by it"
 #endif
 #define ATTN__DNNL_KEY_TILE 256  /* keys per oneDNN tile: big enough to amortise a call */
 #define ATTN__DNNL_KEY_STEP 32   /* a tail tile is padded to a multiple of this */
@@ -1717,7 +1734,7 @@ typedef struct attn__dnnl_thread {
    as the native kernels do ([keys][M], [D][M]: oneDNN writes them through transposed
    descriptors), so both engines share the masks, the online softmax and the epilogue. */
 typedef struct attn__dnnl_scratch {
-    float *q;          /* [M][D] packed queries (f32 pre-scaled, or bf16); rows past the item's are 0 */
+    float *q;      /* [M][D] packed queries (f32 pre-scaled, or bf16); rows past the item's are 0 */
     float *k, *v;      /* [KT][D] key and value rows (f32 or bf16); rows past the tile's are 0 */
     float *s;          /* [KT][M] scores, then probabilities */
     uint16_t *pb;      /* [KT][M] bf16 probabilities (bf16 mode) */
@@ -1764,9 +1781,11 @@ ATTN__PRIVATE size_t attn__dnnl_scratch_layout(int rows, int D, int Dp, char *ba
     return (size_t)(c - base);
 }
 
-ATTN__PRIVATE void attn__dnnl_scratch_of(const attn__prefill_plan *P, int thread, attn__dnnl_scratch *s) {
+ATTN__PRIVATE void attn__dnnl_scratch_of(const attn__prefill_plan *P, int thread,
+                                         attn__dnnl_scratch *s) {
     const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
-    attn__dnnl_scratch_layout(C->rows, P->D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes, s);
+    attn__dnnl_scratch_layout(C->rows, P->D, P->Dp, P->scratch + (size_t)thread * P->scratch_bytes,
+                              s);
 }
 
 /* The native kernels' view of a oneDNN scratch: what the shared softmax and epilogue read. */
@@ -1788,10 +1807,12 @@ ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t co
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success;
 }
 
-/* oneDNN's reference implementations are slow loops: bf16 falls back to f32 rather than use them. */
+/* oneDNN's reference implementations are slow loops: bf16 falls back to f32 rather than use them.
+   */
 ATTN__PRIVATE int attn__dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
     const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&impl) != dnnl_success) return 1;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&impl) !=
+        dnnl_success) return 1;
     return impl == NULL || strncmp(impl, "ref", 3) == 0;
 }
 
@@ -1807,7 +1828,8 @@ ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t
     const dnnl_memory_desc_t *pad_md = NULL;
     int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
-             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                 dnnl_success;
     if (ok && scale != 1.0f)
         ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success;
     if (ok && accumulate)
@@ -1841,8 +1863,10 @@ ATTN__PRIVATE int attn__dnnl_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t
 }
 
 /* A scratchpad memory when the primitive needs one. */
-ATTN__PRIVATE int attn__dnnl_pad(dnnl_memory_t *mem, const dnnl_memory_desc_t *md, dnnl_engine_t e) {
-    return dnnl_memory_desc_get_size(md) == 0 || attn__dnnl_memory(mem, md, e, DNNL_MEMORY_ALLOCATE);
+ATTN__PRIVATE int attn__dnnl_pad(dnnl_memory_t *mem, const dnnl_memory_desc_t *md,
+                                 dnnl_engine_t e) {
+    return dnnl_memory_desc_get_size(md) == 0 ||
+           attn__dnnl_memory(mem, md, e, DNNL_MEMORY_ALLOCATE);
 }
 
 /* A thread's stream and memory objects for every width in use. */
@@ -1854,9 +1878,11 @@ ATTN__PRIVATE int attn__dnnl_thread_init(const attn__dnnl_call *C, attn__dnnl_sc
     for (int i = 0; ok && i < C->widths; i++) {
         const attn__dnnl_shape *sh = &C->shape[i];
         attn__dnnl_mems *m = &th->w[i];
-        ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) && attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
+        ok = attn__dnnl_memory(&m->k, &sh->k, e, s->k) &&
+             attn__dnnl_memory(&m->s, &sh->s, e, s->s) &&
              attn__dnnl_memory(&m->p, &sh->p, e, C->bf16 ? (void *)s->pb : (void *)s->s) &&
-             attn__dnnl_memory(&m->v, &sh->v, e, s->v) && attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
+             attn__dnnl_memory(&m->v, &sh->v, e, s->v) &&
+                 attn__dnnl_pad(&m->pad_qk, &sh->pad_qk, e) &&
              attn__dnnl_pad(&m->pad_pv, &sh->pad_pv, e);
     }
     return ok;
@@ -1878,7 +1904,8 @@ ATTN__PRIVATE void attn__dnnl_thread_free(attn__dnnl_thread *th) {
     memset(th, 0, sizeof *th);
 }
 
-/* Destroys the primitives and per-thread objects (not the engine); returns whether a GEMM failed. */
+/* Destroys the primitives and per-thread objects (not the engine); returns whether a GEMM failed.
+   */
 ATTN__PRIVATE int attn__dnnl_free_objects(attn__dnnl_call *C, const attn__prefill_plan *P) {
     int failed = 0;
     for (int t = 0; t < C->threads; t++) {
@@ -1911,9 +1938,11 @@ ATTN__PRIVATE int attn__dnnl_shape_init(attn__dnnl_call *C, attn__dnnl_shape *sh
     /* S^T = K . Q^T and O^T += V^T . P^T: every destination is a plain matrix in the lanes
        layout (oneDNN 2.6 runs a transposed destination on its reference kernel: see
        docs/PERF.md#onednn), the transposes are views of the packed K/V tiles and queries */
-    return attn__dnnl_md(&sh->k, width, D, 0, dt) && attn__dnnl_md(&sh->s, width, C->rows, 0, dnnl_f32) &&
+    return attn__dnnl_md(&sh->k, width, D, 0, dt) &&
+           attn__dnnl_md(&sh->s, width, C->rows, 0, dnnl_f32) &&
            attn__dnnl_md(&sh->p, width, C->rows, 0, dt) && attn__dnnl_md(&sh->v, D, width, 1, dt) &&
-           attn__dnnl_matmul(C, &sh->k, &C->q, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk, &sh->pad_qk) &&
+           attn__dnnl_matmul(C, &sh->k, &C->q, &sh->s, C->bf16 ? q_mul : 1.0f, 0, &sh->qk,
+                             &sh->pad_qk) &&
            attn__dnnl_matmul(C, &sh->v, &sh->p, &C->o, 1.0f, 1, &sh->pv, &sh->pad_pv);
 }
 
@@ -1923,7 +1952,8 @@ ATTN__PRIVATE int attn__dnnl_build(attn__dnnl_call *C, const attn__prefill_plan 
     int ok = attn__dnnl_md(&C->q, D, C->rows, 1, C->bf16 ? dnnl_bf16 : dnnl_f32) &&
              attn__dnnl_md(&C->o, D, C->rows, 0, dnnl_f32);
     for (int i = 0; ok && i < C->widths; i++)
-        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP, P->q_mul);
+        ok = attn__dnnl_shape_init(C, &C->shape[i], D, (int64_t)(i + 1) * ATTN__DNNL_KEY_STEP,
+                                   P->q_mul);
     for (int t = 0; ok && t < C->threads; t++) {
         attn__dnnl_scratch s;
         attn__dnnl_scratch_of(P, t, &s);
@@ -2029,7 +2059,8 @@ typedef struct attn__kernels {
     void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
     void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
     /* one decode partition's partial results; then the ordered merge of a sequence's partials */
-    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g0, int g1, int part, int thread);
+    void (*decode_partition)(const attn__decode_plan *plan, int seq, int g0, int g1, int part,
+                             int thread);
     void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
 #ifdef ATTN_USE_ONEDNN
     void (*prefill_item_dnnl)(const attn__prefill_plan *plan, int item, int thread);  /* [H] */
@@ -2073,7 +2104,9 @@ typedef struct attn__kernels {
 #ifdef ATTN__HAVE_AVX512
 #define ATTN__KERNEL_PASS ATTN__ISA_AVX512_PASS
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(                                                                     \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))),                  \
+    apply_to = function)
 #elif defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -2263,7 +2296,8 @@ ATTNDEF void attn_alibi_slopes(int num_heads, float *slopes) {
     for (k = 0; k < num_heads - p; k++) slopes[p + k] = (float)exp2(-4.0 * (2 * k + 1) / p);
 }
 
-ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int kv_len, float *bias) {
+ATTN__PRIVATE attn_status attn__bias_shape_check(int num_heads, int q_len, int kv_len,
+                                                 float *bias) {
     ATTN__CHECK(num_heads >= 1 && q_len >= 0 && kv_len >= 0, ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(bias != NULL || (int64_t)q_len * kv_len == 0, ATTN_ERR_INVALID_ARG);
     return ATTN_OK;
@@ -2343,7 +2377,9 @@ ATTN__PRIVATE attn_status attn__offsets_check(const int32_t *cu, int n) {
 
 ATTN__PRIVATE int attn__tile_tokens(int G) { return ATTN__MAX(1, ATTN__QUERY_ROWS / G); }
 /* Prefill's head size padded to whole micro-tiles of every ISA (Dp). */
-ATTN__PRIVATE int attn__padded_dims(int D) { return (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR; }
+ATTN__PRIVATE int attn__padded_dims(int D) {
+    return (D + ATTN__MAX_MR - 1) / ATTN__MAX_MR * ATTN__MAX_MR;
+}
 ATTN__PRIVATE int attn__rows_cap(int G) {
     int rows = attn__tile_tokens(G) * G;
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
@@ -2377,7 +2413,8 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
 #endif
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
     if (base) {
-        char *aligned = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+        char *aligned =
+                (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         P->item_start = (int64_t *)aligned;
         P->scratch = aligned + head;
         P->scratch_bytes = per_thread;
@@ -2407,7 +2444,10 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     return items > 0x7fffffff ? -1 : items;
 }
 
-typedef struct attn__prefill_run { const attn__prefill_plan *plan; const attn__kernels *k; } attn__prefill_run;
+typedef struct attn__prefill_run {
+    const attn__prefill_plan *plan;
+    const attn__kernels *k;
+} attn__prefill_run;
 /* One prefill item on the plan's GEMM engine. */
 ATTN__PRIVATE void attn__prefill_item_on(const attn__kernels *k, const attn__prefill_plan *P,
                                          int item, int thread) {
@@ -2703,7 +2743,8 @@ ATTNDEF int attn_kv_blocks_for_bytes(size_t bytes, int num_layers, int block_siz
 
 ATTNDEF int64_t attn_kv_max_tokens(size_t bytes, int num_layers, int block_size, int num_kv_heads,
                                    int head_size, attn_dtype dtype) {
-    int nb = attn_kv_blocks_for_bytes(bytes, num_layers, block_size, num_kv_heads, head_size, dtype);
+    int nb =
+            attn_kv_blocks_for_bytes(bytes, num_layers, block_size, num_kv_heads, head_size, dtype);
     return (int64_t)nb * block_size;  /* < 2^62: no overflow */
 }
 
@@ -2933,7 +2974,8 @@ ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, 
     ATTN__CHECK(bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
     pool->refcount = (int32_t *)(void *)base;
-    pool->free_ids = (int32_t *)(void *)(base + attn__align_up(sizeof(int32_t) * (size_t)num_blocks));
+    pool->free_ids =
+            (int32_t *)(void *)(base + attn__align_up(sizeof(int32_t) * (size_t)num_blocks));
     pool->num_blocks = num_blocks;
     pool->block_size = block_size;
     pool->num_free = num_blocks;
@@ -2965,7 +3007,8 @@ ATTN__PRIVATE int attn__seq_ok(const attn_block_pool *p, const attn_seq *s) {
 }
 
 /* Entries [from, to) of the table are ids of blocks that are in use. */
-ATTN__PRIVATE int attn__seq_ids_live(const attn_block_pool *p, const attn_seq *s, int from, int to) {
+ATTN__PRIVATE int attn__seq_ids_live(const attn_block_pool *p, const attn_seq *s, int from,
+                                     int to) {
     for (int i = from; i < to; i++) {
         int32_t b = s->block_table[i];
         if (b < 0 || b >= p->num_blocks || p->refcount[b] <= 0) return 0;
@@ -3078,13 +3121,15 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
    (attn__kv_cache_ok) with the layer's KV heads and head size. */
 ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c) {
     ATTN__CHECK(attn__kv_cache_ok(c), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(c->num_kv_heads == p->num_kv_heads && c->head_size == p->head_size, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(c->num_kv_heads == p->num_kv_heads &&
+                c->head_size == p->head_size, ATTN_ERR_INVALID_ARG);
     return ATTN_OK;
 }
 
 /* The new query tokens are part of the keys (seq_lens counts them), so no sequence may have
    more of them than keys. q_start NULL: one query token per sequence (decodes). */
-ATTN__PRIVATE attn_status attn__queries_in_keys(const int32_t *q_start, const int32_t *seq_lens, int n) {
+ATTN__PRIVATE attn_status attn__queries_in_keys(const int32_t *q_start, const int32_t *seq_lens,
+                                                int n) {
     for (int s = 0; s < n; s++) {
         int64_t lq = q_start ? (int64_t)q_start[s + 1] - q_start[s] : 1;
         ATTN__CHECK(lq <= seq_lens[s], ATTN_ERR_INVALID_ARG);
@@ -3124,15 +3169,20 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
 /* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
    thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
    to base. */
-ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads, const int32_t *seq_lens,
+ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads,
+                                            const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
-    int G4 = (G + ATTN__HEAD_GROUP - 1) / ATTN__HEAD_GROUP * ATTN__HEAD_GROUP, Dv = (D + 15) / 16 * 16;
+    int G4 = (G + ATTN__HEAD_GROUP - 1) / ATTN__HEAD_GROUP * ATTN__HEAD_GROUP,
+        Dv = (D + 15) / 16 * 16;
     int64_t parts = 0;
     for (int s = 0; s < num_seqs; s++)
-        parts += ((int64_t)ATTN__MAX(seq_lens[s], 0) + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+        parts +=
+                ((int64_t)ATTN__MAX(seq_lens[s], 0) + ATTN_PARTITION_TOKENS - 1)
+                    / ATTN_PARTITION_TOKENS;
     size_t head = attn__align_up(sizeof(int64_t) * ((size_t)num_seqs + 1));
-    size_t partials = attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
+    size_t partials =
+            attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
     int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
     size_t per_thread = attn__align_up(attn__decode_scratch_layout(span, G4, Dv, NULL, NULL));
     if (base) {
@@ -3150,12 +3200,16 @@ ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const
                                                 const attn_kv_cache *cache, const int32_t *seq_lens,
                                                 int num_seqs, attn_paged_version version) {
     (void)version;  /* v1 and v2 share one layout, so either can run in the same workspace */
-    if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
+    if (attn_params_check(params) != ATTN_OK ||
+        attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (num_seqs > 0 && !seq_lens) || (exec && exec->num_threads < 0)) return 0;
     return attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, NULL, NULL);
 }
 
-typedef struct attn__decode_run { const attn__decode_plan *plan; const attn__kernels *k; } attn__decode_run;
+typedef struct attn__decode_run {
+    const attn__decode_plan *plan;
+    const attn__kernels *k;
+} attn__decode_run;
 
 /* v1: one item per (sequence, span of KV heads) computes its partitions in order, then merges
    them. The span only groups the reads: each KV head's arithmetic is the same in any span. */
@@ -3181,10 +3235,13 @@ ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
 /* KV heads per work item: as many as the scratch holds (a block's rows of neighbouring KV heads
    are contiguous, so they are read as one run), halved while that leaves fewer than four items
    per thread. */
-ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version, int threads) {
+ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_version version,
+                                            int threads) {
     int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
     int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);  /* in int64_t: Hk may be INT_MAX */
-    while (span > 1 && units * (((int64_t)P->Hk + span - 1) / span) < 4 * (int64_t)threads) span = (span + 1) / 2;
+    while (span > 1 &&
+           units * (((int64_t)P->Hk + span - 1) / span) <
+               4 * (int64_t)threads) span = (span + 1) / 2;
     P->span = span;
     P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
 }
@@ -3297,7 +3354,8 @@ ATTNDEF size_t attn_paged_prefill_workspace_size(const attn_params *params, cons
                                                  const int32_t *seq_lens, int num_seqs) {
     attn__call c;
     (void)query_start_loc;
-    if (attn_params_check(params) != ATTN_OK || attn__cache_matches(params, cache) != ATTN_OK) return 0;
+    if (attn_params_check(params) != ATTN_OK ||
+        attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (exec && exec->num_threads < 0)) return 0;
     attn__call_of(exec, 0, &c);
     int tiles = attn__paged_value_tiles(&c, cache, seq_lens, num_seqs);
@@ -3340,18 +3398,22 @@ ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_si
     ATTN__TRY(attn__rows_check(out, width, num_tokens));
     ATTN__CHECK(num_tokens == 0 || (lse_a && lse_b), ATTN_ERR_INVALID_ARG);
     const attn__kernels *K = attn__kernels_for(attn_best_isa());
-    size_t sa = attn_dtype_size(out_a.dtype), sb = attn_dtype_size(out_b.dtype), so = attn_dtype_size(out.dtype);
+    size_t sa = attn_dtype_size(out_a.dtype), sb = attn_dtype_size(out_b.dtype),
+           so = attn_dtype_size(out.dtype);
     int64_t ra = out_a.stride ? out_a.stride : width, rb = out_b.stride ? out_b.stride : width;
     int64_t ro = out.stride ? out.stride : width;
     for (int64_t t = 0; t < num_tokens; t++)
         for (int h = 0; h < num_heads; h++) {
             float la = lse_a[t * num_heads + h], lb = lse_b[t * num_heads + h];
             float m = ATTN__MAX(la, lb);
-            float wa = m == -INFINITY ? 0.0f : expf(la - m), wb = m == -INFINITY ? 0.0f : expf(lb - m);
+            float wa = m == -INFINITY ? 0.0f : expf(la - m),
+                  wb = m == -INFINITY ? 0.0f : expf(lb - m);
             float inv = wa + wb > 0.0f ? 1.0f / (wa + wb) : 0.0f;
             int64_t col = (int64_t)h * head_size;
-            K->to_f32(a, (const char *)out_a.data + (size_t)(t * ra + col) * sa, out_a.dtype, head_size, 1.0f);
-            K->to_f32(b, (const char *)out_b.data + (size_t)(t * rb + col) * sb, out_b.dtype, head_size, 1.0f);
+            K->to_f32(a, (const char *)out_a.data + (size_t)(t * ra + col) * sa, out_a.dtype,
+                      head_size, 1.0f);
+            K->to_f32(b, (const char *)out_b.data + (size_t)(t * rb + col) * sb, out_b.dtype,
+                      head_size, 1.0f);
             for (int d = 0; d < head_size; d++)  /* a weight of 0 must not let inf/NaN leak in */
                 a[d] = (wa > 0.0f ? a[d] * wa : 0.0f) + (wb > 0.0f ? b[d] * wb : 0.0f), a[d] *= inv;
             K->from_f32((char *)out.data + (size_t)(t * ro + col) * so, out.dtype, a, head_size);
@@ -3404,7 +3466,8 @@ ATTN__PRIVATE int64_t attn__forward_longest_keys(const attn_layer *L, const attn
     if (n <= 0) return 0;
     if (L->type == ATTN_ENCODER) return attn__longest(md->encoder_start_loc, NULL, n);
     if (L->type == ATTN_ENCODER_DECODER) return attn__longest(NULL, md->encoder_seq_lens, n);
-    return md->context_lens ? attn__longest(NULL, md->seq_lens, n) : attn__longest(md->query_start_loc, NULL, n);
+    return md->context_lens ? attn__longest(NULL, md->seq_lens, n)
+           : attn__longest(md->query_start_loc, NULL, n);
 }
 
 /* Resolves and checks the metadata; every check names its field in m. */
@@ -3639,12 +3702,14 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
     attn__forward_shape f;
     attn__call c;
     if (!layer || !md || attn_params_check(&layer->params) != ATTN_OK) return 0;
-    if (md->num_prefills < 0 || md->num_decode_tokens < 0 || (exec && exec->num_threads < 0)) return 0;
+    if (md->num_prefills < 0 || md->num_decode_tokens < 0 ||
+        (exec && exec->num_threads < 0)) return 0;
     /* the prefill part depends on the sequence count and the longest keys, the decode part on
        decode lengths */
     memset(&f, 0, sizeof f);
     f.prefills = md->num_prefills;
-    f.decodes = layer->type == ATTN_DECODER || layer->type == ATTN_ENCODER_DECODER ? md->num_decode_tokens : 0;
+    f.decodes = layer->type == ATTN_DECODER ||
+                layer->type == ATTN_ENCODER_DECODER ? md->num_decode_tokens : 0;
     f.decode_lens = layer->type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
     if (f.decodes && !f.decode_lens) return 0;
     if (f.decode_lens) f.decode_lens += f.prefills;
@@ -3999,13 +4064,15 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx2((p), (v))
 #define ATTN__VLOAD_E5M2(p)                                                                       \
-    _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))), 8))
+    _mm256_cvtph_ps(                                                                              \
+        _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))), 8))
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     _mm256_cvtph_ps(_mm256_castsi256_si128(attn__e4m3_f16__avx2(                                  \
         _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))))))
 #define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
     attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
-#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
+#define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
+    attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
@@ -4045,8 +4112,12 @@ ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx2(__m256 v) {
    the quiet NaN S.11111.1000000000, as the scalar decoder gives. Sixteen codes at once: the
    integer work per code is half that of eight. */
 ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx2(__m256i w) {
-    __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1), _mm256_set1_epi16((short)0xbf80));
-    __m256i nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x3f80));
+    __m256i h =
+            _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                             _mm256_set1_epi16((short)0xbf80));
+    __m256i nan =
+            _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
+                               _mm256_set1_epi16(0x3f80));
     return _mm256_xor_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x4180)));
 }
 /* Sixteen bytes at p, one per 16-bit lane. */
@@ -4096,7 +4167,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx2(__m256 *v) {
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     __m256i b = _mm256_castps_si256(v);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i r =
+            _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb),
+                              16);
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
                                      _mm256_set1_epi32(0x7f800000));
     __m256i qn = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x40));
@@ -4126,7 +4199,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__VHSUM(v) attn__hsum__avx512(v)
 #define ATTN__VHMAX(v) attn__hmax__avx512(v)
 #define ATTN__VIOTA() _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-#define ATTN__VLT_SELECT(x, y, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), (y), _CMP_LT_OQ), (b), (a))
+#define ATTN__VLT_SELECT(x, y, a, b)                                                               \
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), (y), _CMP_LT_OQ), (b), (a))
 #define ATTN__VIN_SELECT(c, lo, hi, a, b)                                                         \
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask((c), (lo), _CMP_GE_OQ) &                              \
                              _mm512_cmp_ps_mask((c), (hi), _CMP_LE_OQ), (b), (a))
@@ -4145,13 +4219,16 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     _mm256_storeu_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__avx512((p), (v))
 #define ATTN__VLOAD_E5M2(p)                                                                       \
-    _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p))), 8))
+    _mm512_cvtph_ps(_mm256_slli_epi16(                                                            \
+        _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p))), 8))
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     _mm512_cvtph_ps(_mm512_castsi512_si256(attn__e4m3_f16__avx512(                                \
-        _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))))))
+        _mm512_cvtepu8_epi16(                                                                     \
+            _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))))))
 #define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
     attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__load32_u8__avx512(p)), &(a), &(b))
-#define ATTN__VLOAD2_E5M2(p, a, b) attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
+#define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
+    attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
 #ifdef ATTN__HAVE_E4M3_LUT
 #define ATTN__HAS_E4M3_LUT 1
 #define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
@@ -4166,7 +4243,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
 #define ATTN__DOT2_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512BF16) != 0)
-#define ATTN__DOT2_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
+#define ATTN__DOT2_TARGET                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
 #define ATTN__VI __m512i
 #define ATTN__VLOADI(p) _mm512_loadu_si512((const void *)(p))
 #define ATTN__VSET1I(x) _mm512_set1_epi32((int)(x))
@@ -4188,12 +4266,14 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__interleave_index__avx512(short second) 
 }
 /* dst[i] = a[i] | b[i] << 16: two bf16 rows interleaved into pairs, 32 at a time by two-source
    word permutes (a's words are 0-31, b's 32-63). */
-ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b, int n) {
+ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, const uint16_t *b,
+                                           int n) {
     const __m512i first = attn__interleave_index__avx512(32);
     const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(16));
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m512i x = _mm512_loadu_si512((const void *)(a + i)), y = _mm512_loadu_si512((const void *)(b + i));
+        __m512i x = _mm512_loadu_si512((const void *)(a + i)),
+                y = _mm512_loadu_si512((const void *)(b + i));
         _mm512_storeu_si512((void *)(dst + i), _mm512_permutex2var_epi16(x, first, y));
         _mm512_storeu_si512((void *)(dst + i + 16), _mm512_permutex2var_epi16(x, second, y));
     }
@@ -4202,9 +4282,11 @@ ATTN__PRIVATE void attn__pair_rows__avx512(uint32_t *dst, const uint16_t *a, con
 /* Rounds two vectors of probabilities to bf16 (RNE) and stores them as pairs (lo in the low
    half). The instruction flushes subnormals, which never occur here: attn__vexp returns 0 or
    at least e^-87, a normal number. */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo, __m512 hi) {
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx512(float *dst, __m512 lo,
+                                                                           __m512 hi) {
     __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  /* words 0-15: lo, 16-31: hi */
-    _mm512_storeu_si512((void *)dst, _mm512_permutexvar_epi16(attn__interleave_index__avx512(16), halves));
+    _mm512_storeu_si512((void *)dst,
+                        _mm512_permutexvar_epi16(attn__interleave_index__avx512(16), halves));
 }
 
 ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__avx512(const void *p, __m512 *ev, __m512 *od) {
@@ -4216,8 +4298,12 @@ ATTN__PRIVATE ATTN__INLINE float attn__hsum__avx512(__m512 v) { return _mm512_re
 ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx512(__m512 v) { return _mm512_reduce_max_ps(v); }
 /* As attn__e4m3_f16__avx2, 32 codes. */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_f16__avx512(__m512i w) {
-    __m512i h = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1), _mm512_set1_epi16((short)0xbf80));
-    __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7fff)), _mm512_set1_epi16(0x3f80));
+    __m512i h =
+            _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1),
+                             _mm512_set1_epi16((short)0xbf80));
+    __mmask32 nan =
+            _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7fff)),
+                                    _mm512_set1_epi16(0x3f80));
     return _mm512_mask_mov_epi16(h, nan, _mm512_xor_si512(h, _mm512_set1_epi16(0x4180)));
 }
 /* 32 bytes at p, one per 16-bit lane. */
@@ -4239,31 +4325,39 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
    needs no VBMI target; callers check ATTN__E4M3_LUT_READY. (e5m2, whose f16 way is a shift,
    gains nothing from tables: docs/PERF.md#e4m3-tables.) */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
-    const __m512i spread = _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12,
-                                           27, 27, 11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8,
+    const __m512i spread =
+            _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12,
+                                           27, 27, 11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8,
+                                           8,
                                            23, 23, 7, 7, 22, 22, 6, 6, 21, 21, 5, 5, 20, 20, 4, 4,
                                            19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1, 1, 16, 16, 0, 0);
     const uint8_t(*t)[128] = attn__e4m3_bf16_bytes;
-    const __m512i h0 = _mm512_loadu_si512((const void *)t[0]), h1 = _mm512_loadu_si512((const void *)(t[0] + 64));
-    const __m512i l0 = _mm512_loadu_si512((const void *)t[1]), l1 = _mm512_loadu_si512((const void *)(t[1] + 64));
+    const __m512i h0 = _mm512_loadu_si512((const void *)t[0]),
+                  h1 = _mm512_loadu_si512((const void *)(t[0] + 64));
+    const __m512i l0 = _mm512_loadu_si512((const void *)t[1]),
+                  l1 = _mm512_loadu_si512((const void *)(t[1] + 64));
     const __mmask64 high = 0xaaaaaaaaaaaaaaaaull, low = 0x5555555555555555ull;
     __m512i h;
     __asm__("vpermb %[x], %[i], %[x]" : [x] "+v"(x) : [i] "v"(spread));
     h = x;
-    __asm__("vpermi2b %[t1], %[t0], %[h]%{%[k]%}%{z%}" : [h] "+v"(h) : [t0] "v"(h0), [t1] "v"(h1), [k] "Yk"(high));
-    __asm__("vpermi2b %[t1], %[t0], %[x]%{%[k]%}" : [x] "+v"(x) : [t0] "v"(l0), [t1] "v"(l1), [k] "Yk"(low));
+    __asm__("vpermi2b %[t1], %[t0], %[h]%{%[k]%}%{z%}" : [h] "+v"(h) : [t0] "v"(h0), [t1] "v"(h1),
+            [k] "Yk"(high));
+    __asm__("vpermi2b %[t1], %[t0], %[x]%{%[k]%}" : [x] "+v"(x) : [t0] "v"(l0), [t1] "v"(l1),
+            [k] "Yk"(low));
     return _mm512_xor_si512(h, x);
 }
 /* 32 e4m3 codes at p as two f32 vectors, in order: each dword of the words holds codes j and
    16 + j, so a shift and a mask split it (the bf16 value is the f32's high half). */
 ATTN__PRIVATE ATTN__INLINE void attn__e4m3_lut2__avx512(const uint8_t *p, __m512 *a, __m512 *b) {
-    __m512i w = attn__e4m3_bf16_words__avx512(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p)));
+    __m512i w = attn__e4m3_bf16_words__avx512(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p)));
     *a = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
     *b = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 /* 16 codes at p (reads 16 bytes). */
 ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
-    __m512i w = attn__e4m3_bf16_words__avx512(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p)));
+    __m512i w = attn__e4m3_bf16_words__avx512(
+        _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 #endif
@@ -4318,10 +4412,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx512(__m512 *v) {
 ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) {
     __m512i b = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __m512i r =
+            _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb),
+                              16);
     __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff)),
                                             _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40)));
+    r = _mm512_mask_blend_epi32(nan, r,
+                                _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40)));
     _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(r));
 }
 
@@ -4359,7 +4456,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD2_BF16(p, ev, od) attn__bf16_eo__neon((p), &(ev), &(od))
 #define ATTN__VSTORE_F16(p, v) vst1_u16((p), vreinterpret_u16_f16(vcvt_f16_f32(v)))
 #define ATTN__VSTORE_BF16(p, v) attn__store_bf16__neon((p), (v))
-#define ATTN__VLOAD_E5M2(p) vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
+#define ATTN__VLOAD_E5M2(p)                                                                        \
+    vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
 #define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
@@ -4368,7 +4466,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__DACC 16
 #define ATTN__HAS_DOT2 0
 
-ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__neon(const uint16_t *p, float32x4_t *ev, float32x4_t *od) {
+ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__neon(const uint16_t *p, float32x4_t *ev,
+                                                    float32x4_t *od) {
     uint32x4_t x = vreinterpretq_u32_u16(vld1q_u16(p));
     *ev = vreinterpretq_f32_u32(vshlq_n_u32(x, 16));
     *od = vreinterpretq_f32_u32(vandq_u32(x, vdupq_n_u32(0xffff0000u)));
@@ -4397,7 +4496,8 @@ ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__load4_u8__neon(const uint8_t *p) {
 }
 /* As attn__e4m3_f16__avx2, four codes. */
 ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__e4m3_f16__neon(uint16x4_t w) {
-    uint16x4_t h = vand_u16(vreinterpret_u16_s16(vshr_n_s16(vreinterpret_s16_u16(vshl_n_u16(w, 8)), 1)),
+    uint16x4_t h =
+            vand_u16(vreinterpret_u16_s16(vshr_n_s16(vreinterpret_s16_u16(vshl_n_u16(w, 8)), 1)),
                             vdup_n_u16(0xbf80));
     uint16x4_t nan = vceq_u16(vand_u16(h, vdup_n_u16(0x7fff)), vdup_n_u16(0x3f80));
     return veor_u16(h, vand_u16(nan, vdup_n_u16(0x4180)));
@@ -4431,7 +4531,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
    fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
    a literal before inlining, hence MAX and a test of n (see attn__decode_chunk_of); gcc's code
    is as fast either way (docs/PERF.md#decode-clang). */
-#define ATTN__UNROLL_UPTO(i, n, MAX, STEP) ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
+#define ATTN__UNROLL_UPTO(i, n, MAX, STEP)                                                         \
+    ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
 #define ATTN__NR (ATTN__NV * ATTN__L)   /* query rows of a prefill micro-tile */
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PREFETCH(p) __builtin_prefetch((p), 0, 3)     /* into L1 */
@@ -4456,7 +4557,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #ifndef ATTN__VLOAD2_E4M3
 #define ATTN__VLOAD2_E4M3(p, a, b)                                                                \
     ((a) = ATTN__VLOAD_E4M3(p), (b) = ATTN__VLOAD_E4M3((p) + ATTN__L))
-#define ATTN__VLOAD2_E5M2(p, a, b) ((a) = ATTN__VLOAD_E5M2(p), (b) = ATTN__VLOAD_E5M2((p) + ATTN__L))
+#define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
+    ((a) = ATTN__VLOAD_E5M2(p), (b) = ATTN__VLOAD_E5M2((p) + ATTN__L))
 #endif
 /* The f32 row of ATTN__DTYPE_LIST. */
 #define ATTN__VLOAD_F32(p) ATTN__VLOAD(p)
@@ -4587,7 +4689,8 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
 #define ATTN__FROM_F32_FP8(store, p) (void)0
 #define ATTN__FROM_F32_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                    \
     case name: ATTN__FROM_F32_##cls(ATTN__VSTORE_##U, (type *)dst); break;
-ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt, const float *ATTN_RESTRICT src,
+ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt,
+                                            const float *ATTN_RESTRICT src,
                                             int n) {
     int i = 0;
     switch (dt) {
@@ -4619,7 +4722,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__qk_micro)(const float *ATTN_RESTR
     }
     for (d = 0; d < D; d++) {
         ATTN__VF qv[ATTN__NV];
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] = ATTN__VLOAD(qt + (size_t)d * rs + v * ATTN__L);
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] =
+                ATTN__VLOAD(qt + (size_t)d * rs + v * ATTN__L);
         ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
             ATTN__VF b = ATTN__VSET1(k[i][d]);
             ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VFMA(b, qv[v], acc[i][v]);
@@ -4644,7 +4748,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__load_outputs)(const float *ATTN_R
 }
 
 /* O[d][r] = O[d][r] * alpha[r] + sum_c V_c[d] P[c][r] for MR dims (from d0) by NR rows. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int rs, int n,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTRICT p, int rs,
+                                                         int n,
                                                           const float *const *vrows, int d0,
                                                           const float *ATTN_RESTRICT alpha,
                                                           float *ATTN_RESTRICT ot) {
@@ -4654,7 +4759,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__pv_micro)(const float *ATTN_RESTR
     for (c = 0; c < n; c++) {
         ATTN__VF pv[ATTN__NV];
         const float *vr = vrows[c] + d0;
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] = ATTN__VLOAD(p + (size_t)c * rs + v * ATTN__L);
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] =
+                ATTN__VLOAD(p + (size_t)c * rs + v * ATTN__L);
         ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
             ATTN__VF b = ATTN__VSET1(vr[i]);
             ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VFMA(b, pv[v], acc[i][v]);
@@ -4705,10 +4811,9 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows)(const attn__prefill_plan *P, int se
    the path off. */
 
 /* S[c][r] = K_c . Q_r over pairs of head dims, MR keys by NR rows. */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_dot2_micro)(const uint32_t *ATTN_RESTRICT qt2,
-                                                                   int rs, int D2,
-                                                                   const uint16_t *const *krows,
-                                                                   float *ATTN_RESTRICT s) {
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_dot2_micro)(
+    const uint32_t *ATTN_RESTRICT qt2, int rs, int D2, const uint16_t *const *krows,
+    float *ATTN_RESTRICT s) {
     ATTN__VF acc[ATTN__MR][ATTN__NV];
     const uint16_t *k[ATTN__MR];
     int i, v, d2;
@@ -4718,12 +4823,14 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_dot2_micro)(const uint32_
     }
     for (d2 = 0; d2 < D2; d2++) {
         ATTN__VI qv[ATTN__NV];
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] = ATTN__VLOADI(qt2 + (size_t)d2 * rs + v * ATTN__L);
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) qv[v] =
+                ATTN__VLOADI(qt2 + (size_t)d2 * rs + v * ATTN__L);
         ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
             uint32_t pair;
             memcpy(&pair, k[i] + 2 * d2, sizeof pair);
             ATTN__VI b = ATTN__VSET1I(pair);
-            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VDOT2(acc[i][v], b, qv[v]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] =
+                    ATTN__VDOT2(acc[i][v], b, qv[v]);
         }
     }
     ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
@@ -4733,22 +4840,21 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_dot2_micro)(const uint32_
 
 /* O[d][r] = O[d][r] * alpha[r] + sum over pairs of keys, MR dims (from d0) by NR rows; p2 and
    vt2 ([n2][Dp]) hold pairs of probabilities and of value elements. */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(const uint32_t *ATTN_RESTRICT p2,
-                                                                   int rs, int n2,
-                                                                   const uint32_t *ATTN_RESTRICT vt2,
-                                                                   int Dp, int d0,
-                                                                   const float *ATTN_RESTRICT alpha,
-                                                                   float *ATTN_RESTRICT ot) {
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(
+    const uint32_t *ATTN_RESTRICT p2, int rs, int n2, const uint32_t *ATTN_RESTRICT vt2, int Dp,
+    int d0, const float *ATTN_RESTRICT alpha, float *ATTN_RESTRICT ot) {
     ATTN__VF acc[ATTN__MR][ATTN__NV];
     int i, v, c2;
     ATTN__FN(attn__load_outputs)(ot, rs, alpha, acc);
     for (c2 = 0; c2 < n2; c2++) {
         ATTN__VI pv[ATTN__NV];
         const uint32_t *vr = vt2 + (size_t)c2 * Dp + d0;
-        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] = ATTN__VLOADI(p2 + (size_t)c2 * rs + v * ATTN__L);
+        ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) pv[v] =
+                ATTN__VLOADI(p2 + (size_t)c2 * rs + v * ATTN__L);
         ATTN__UNROLL for (i = 0; i < ATTN__MR; i++) {
             ATTN__VI b = ATTN__VSET1I(vr[i]);
-            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] = ATTN__VDOT2(acc[i][v], b, pv[v]);
+            ATTN__UNROLL for (v = 0; v < ATTN__NV; v++) acc[i][v] =
+                    ATTN__VDOT2(acc[i][v], b, pv[v]);
         }
     }
     ATTN__UNROLL for (i = 0; i < ATTN__MR; i++)
@@ -4775,12 +4881,14 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows16)(const attn__prefill_plan *P, int 
 /* The tile's n value rows (sc->vrows16) interleaved by pairs of keys into vt2 [n/2][Dp] (an odd
    last key pairs with zeros, as do dims >= D). */
 ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P, int n,
-                                                    const attn__prefill_scratch *sc, uint32_t *vt2) {
+                                                    const attn__prefill_scratch *sc,
+                                                    uint32_t *vt2) {
     const uint16_t *zero = (const uint16_t *)(const void *)sc->zero;
     int D = P->D, Dp = P->Dp, c2, d;
     for (c2 = 0; 2 * c2 < n; c2++) {
         uint32_t *row = vt2 + (size_t)c2 * Dp;
-        ATTN__VPAIR_BF16(row, sc->vrows16[2 * c2], 2 * c2 + 1 < n ? sc->vrows16[2 * c2 + 1] : zero, D);
+        ATTN__VPAIR_BF16(row, sc->vrows16[2 * c2], 2 * c2 + 1 <
+                         n ? sc->vrows16[2 * c2 + 1] : zero, D);
         for (d = D; d < Dp; d++) row[d] = 0;
     }
 }
@@ -4797,7 +4905,9 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
     int64_t t = k0 / ATTN__KEY_TILE;
     if (cache && n == ATTN__KEY_TILE && k0 % ATTN__KEY_TILE == 0 && t < P->value_tiles) {
         uint32_t *slot = sc->vtiles + (size_t)t * attn__value_tile_words(P->Dp);
-        if (cache->seq != seq || cache->g != g) { cache->seq = seq; cache->g = g; cache->tiles = 0; }
+        if (cache->seq != seq || cache->g != g) {
+            cache->seq = seq; cache->g = g; cache->tiles = 0;
+        }
         if (t < cache->tiles) return slot;
         if (t == cache->tiles) {
             ATTN__FN(attn__pack_value_pairs)(P, n, sc, slot);
@@ -4814,14 +4924,17 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
 /* The exponentials of a tile's n score rows, x * mul - ref, left as bf16 pairs of keys (pair
    c/2 overwrites row c/2, which has been read already; an odd last key pairs with 0); returns
    their sum, unrounded, so the lse stays f32-exact. */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_RESTRICT s, int rs, int n,
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_RESTRICT s, int rs,
+                                                                   int n,
                                                                    ATTN__VF mul, ATTN__VF neg_ref) {
     ATTN__VF sum = ATTN__VZERO();
     for (int c = 0; c < n; c += 2) {
-        ATTN__VF e0 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), mul, neg_ref));
+        ATTN__VF e0 =
+                ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)c * rs), mul, neg_ref));
         ATTN__VF e1 = ATTN__VZERO();
         if (c + 1 < n)
-            e1 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), mul, neg_ref));
+            e1 = ATTN__FN(attn__vexp)(ATTN__VFMA(ATTN__VLOAD(s + (size_t)(c + 1) * rs), mul,
+                                                 neg_ref));
         ATTN__VPAIR_PROBS(s + (size_t)(c / 2) * rs, e0, e1);
         sum = ATTN__VADD(sum, ATTN__VADD(e0, e1));
     }
@@ -4834,7 +4947,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_R
    rescale factor in a. dist0 is the first key's position minus the item's first query position;
    rel holds each row's query position minus that first one, so dist0 + c - rel is key minus
    query position. With `pairs` the probabilities are left as bf16 pairs of keys. */
-ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P, float *ATTN_RESTRICT s,
+ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P,
+                                                 float *ATTN_RESTRICT s,
                                                  int rs, int n, float dist0, int masked,
                                                  float score_mul, int pairs,
                                                  const attn__prefill_scratch *sc, int r0) {
@@ -4902,14 +5016,17 @@ ATTN__PRIVATE void ATTN__FN(attn__init_rows)(const attn__prefill_plan *P, int g,
 /* Transposes an L x L block: the first m rows of src (stride ss; the others taken as 0) go
    to columns of dst (stride ds), of which the first n rows are written, row i times mul[i]
    when mul is given. Moves bits unchanged otherwise (pairs of bf16 ride as one lane). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__transpose_block)(const float *ATTN_RESTRICT src, size_t ss, int m,
-                                                                 float *ATTN_RESTRICT dst, size_t ds, int n,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__transpose_block)(const float *ATTN_RESTRICT src,
+                                                                size_t ss, int m,
+                                                                 float *ATTN_RESTRICT dst,
+                                                                 size_t ds, int n,
                                                                  const float *mul) {
     ATTN__VF v[ATTN__L];
     int i;
     for (i = 0; i < ATTN__L; i++) v[i] = i < m ? ATTN__VLOAD(src + i * ss) : ATTN__VZERO();
     ATTN__VTRANSPOSE(v);
-    for (i = 0; i < n; i++) ATTN__VSTORE(dst + i * ds, mul ? ATTN__VMUL(v[i], ATTN__VSET1(mul[i])) : v[i]);
+    for (i = 0; i <
+         n; i++) ATTN__VSTORE(dst + i * ds, mul ? ATTN__VMUL(v[i], ATTN__VSET1(mul[i])) : v[i]);
 }
 
 /* Loads an item's query rows transposed, L rows at a time - as f32 pre-scaled, or as unscaled
@@ -4928,12 +5045,16 @@ ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int
         for (i = 0; i < ATTN__L; i++) {  /* the block's rows, as f32 (or pairs) */
             float *dst = sc->rowblk + (size_t)i * stride;
             if (r + i >= rows) memset(dst, 0, sizeof(float) * (size_t)cols);
-            else if (pairs) memcpy(dst, attn__query_row(P, g, t0, r + i), sizeof(float) * (size_t)cols);
-            else ATTN__FN(attn__to_f32)(dst, attn__query_row(P, g, t0, r + i), P->q_dtype, D, P->q_mul);
-            for (d = cols; d < (int)stride; d++) dst[d] = 0.0f;  /* read by the last vector, never stored */
+            else if (pairs) memcpy(dst, attn__query_row(P, g, t0, r + i),
+                                   sizeof(float) * (size_t)cols);
+            else ATTN__FN(attn__to_f32)(dst, attn__query_row(P, g, t0, r + i), P->q_dtype, D,
+                                        P->q_mul);
+            /* read by the last vector, never stored */
+            for (d = cols; d < (int)stride; d++) dst[d] = 0.0f;
         }
         for (d = 0; d < cols; d += ATTN__L)
-            ATTN__FN(attn__transpose_block)(sc->rowblk + d, stride, ATTN__L, sc->qt + (size_t)d * rs + r, (size_t)rs,
+            ATTN__FN(attn__transpose_block)(sc->rowblk + d, stride, ATTN__L,
+                                            sc->qt + (size_t)d * rs + r, (size_t)rs,
                                             ATTN__MIN(ATTN__L, cols - d), NULL);
     }
     for (d = 0; d < P->Dp; d++) sc->zero[d] = 0.0f;
@@ -4956,14 +5077,17 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
             inv[i] = has_keys[i] ? 1.0f / sc->l[r0 + i] : 0.0f;
         }
         for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
-            ATTN__FN(attn__transpose_block)(sc->ot + (size_t)d * rs + r0, (size_t)rs, ATTN__MIN(ATTN__L, D - d),
+            ATTN__FN(attn__transpose_block)(sc->ot + (size_t)d * rs + r0, (size_t)rs,
+                                            ATTN__MIN(ATTN__L, D - d),
                                             sc->rowblk + d, stride, n, inv);
         for (i = 0; i < n; i++) {
             int r = r0 + i, h = g * G + r % G;
             int64_t token = t0 + r / G;
-            ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D) * osz,
+            ATTN__FN(attn__from_f32)(P->out + (size_t)(token * P->out_stride + (int64_t)h * D)
+                                     * osz,
                                      P->out_dtype, sc->rowblk + (size_t)i * stride, D);
-            if (P->lse) P->lse[token * P->H + h] = has_keys[i] ? sc->m[r] + logf(sc->l[r]) : -INFINITY;
+            if (P->lse) P->lse[token * P->H + h] = has_keys[i] ? sc->m[r] + logf(sc->l[r])
+                : -INFINITY;
         }
     }
 }
@@ -4979,7 +5103,8 @@ ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int6
 /* Asks for the key and value rows [k0, k0+n) of (sequence, KV head g) to be brought into
    cache: the next tile's, while the current one is computed. The rows are a few lines each,
    a whole K/V row (all KV heads) apart, which the hardware prefetcher follows poorly. */
-ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, int seq, int g, int64_t k0,
+ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, int seq, int g,
+                                                 int64_t k0,
                                                  int n) {
     size_t bytes = (size_t)P->D * attn_dtype_size(P->kv_dtype);
     for (int c = 0; c < n; c++) {
@@ -4999,7 +5124,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int 
         ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, ncols, sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__NR)
             for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
-                ATTN__FN(attn__qk_dot2_micro)((const uint32_t *)(const void *)sc->qt + rb, rs, P->D / 2,
+                ATTN__FN(attn__qk_dot2_micro)((const uint32_t *)(const void *)sc->qt + rb, rs,
+                                              P->D / 2,
                                               sc->krows16 + c0, sc->s + (size_t)c0 * rs + rb);
         return;
     }
@@ -5008,7 +5134,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int 
     ATTN__FN(attn__tile_rows)(P, seq, g, k0, n, ncols, sc);
     for (rb = 0; rb < rows_pad; rb += ATTN__NR)
         for (c0 = 0; c0 < ncols; c0 += ATTN__MR)
-            ATTN__FN(attn__qk_micro)(sc->qt + rb, rs, P->D, sc->krows + c0, sc->s + (size_t)c0 * rs + rb);
+            ATTN__FN(attn__qk_micro)(sc->qt + rb, rs, P->D, sc->krows + c0,
+                                     sc->s + (size_t)c0 * rs + rb);
 }
 
 /* The rescale factors of row block rb, or NULL when they are all 1 (nothing to rescale). */
@@ -5021,14 +5148,16 @@ ATTN__PRIVATE const float *ATTN__FN(attn__rescale_of)(const attn__prefill_scratc
 /* Outputs after one tile: O = O * alpha + P . V over the tile's n keys; vt2: the tile's value
    pairs for the pair kernels, NULL for the f32 ones. */
 ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
-                                                const uint32_t *vt2, const attn__prefill_scratch *sc) {
+                                                const uint32_t *vt2,
+                                                const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
 #if ATTN__HAS_DOT2
     if (vt2) {
         for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
             const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
             for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs, (n + 1) / 2,
+                ATTN__FN(attn__pv_dot2_micro)((const uint32_t *)(const void *)sc->s + rb, rs,
+                                              (n + 1) / 2,
                                               vt2, P->Dp, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
         }
         return;
@@ -5038,7 +5167,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int
     for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
         const float *alpha = ATTN__FN(attn__rescale_of)(sc, rb);
         for (d0 = 0; d0 < Dm; d0 += ATTN__MR)
-            ATTN__FN(attn__pv_micro)(sc->s + rb, rs, n, sc->vrows, d0, alpha, sc->ot + (size_t)d0 * rs + rb);
+            ATTN__FN(attn__pv_micro)(sc->s + rb, rs, n, sc->vrows, d0, alpha,
+                                     sc->ot + (size_t)d0 * rs + rb);
     }
 }
 
@@ -5049,7 +5179,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
     int G = P->G, TT = P->tile_tokens, rb, pairs = 0;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
-    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t Lk = P->source ==
+                 ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
@@ -5125,12 +5256,14 @@ ATTN__PRIVATE void ATTN__FN(attn__dnnl_pack_q)(const attn__prefill_plan *P, int 
    zero-padded V then adds nothing, even if a padded score was not finite), bf16 mode rounds P
    for its GEMM, and the outputs take the rows' rescale factors before P.V accumulates. */
 ATTN__PRIVATE void ATTN__FN(attn__dnnl_between)(const attn__prefill_plan *P, int n, int width,
-                                                int bf16, int rows_pad, const attn__dnnl_scratch *sc) {
+                                                int bf16, int rows_pad,
+                                                const attn__dnnl_scratch *sc) {
     int rs = P->rows_cap, c, d, r;
     memset(sc->s + (size_t)n * rs, 0, sizeof(float) * (size_t)(width - n) * rs);
     if (bf16)
         for (c = 0; c < width; c++)
-            ATTN__FN(attn__from_f32)(sc->pb + (size_t)c * rs, ATTN_BF16, sc->s + (size_t)c * rs, rs);
+            ATTN__FN(attn__from_f32)(sc->pb + (size_t)c * rs, ATTN_BF16, sc->s + (size_t)c * rs,
+                                     rs);
     for (d = 0; d < P->D; d++)
         for (r = 0; r < rows_pad; r += ATTN__L) {
             float *o = sc->o + (size_t)d * rs + r;
@@ -5141,14 +5274,16 @@ ATTN__PRIVATE void ATTN__FN(attn__dnnl_between)(const attn__prefill_plan *P, int
 /* One work item (the same split as attn__prefill_item): queries packed once, then per key tile
    S = Q.K^T on oneDNN, the shared masks + online softmax, O = alpha O + P.V on oneDNN, and the
    shared epilogue. */
-ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P, int item, int thread) {
+ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P, int item,
+                                                     int thread) {
     const attn__dnnl_call *C = (const attn__dnnl_call *)P->dnnl;
     attn__dnnl_scratch dn;
     attn__prefill_scratch sc;
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
     int TT = P->tile_tokens, rs = P->rows_cap, rb;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
-    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t Lk = P->source ==
+                 ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
@@ -5259,7 +5394,8 @@ ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, floa
 }
 
 /* Row off of KV head g in block blk. */
-ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P, const char *cache,
+ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P,
+                                                          const char *cache,
                                                           int64_t blk, int g, int off) {
     size_t esz = attn_dtype_size(P->kv_dtype);
     return cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
@@ -5267,8 +5403,10 @@ ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_pla
 
 /* Rows [off, off+n) of (block, kv head). */
 ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const attn__decode_plan *P,
-                                                                         const char *cache, int64_t blk,
-                                                                         int g, int off, int n, int Dv,
+                                                                         const char *cache,
+                                                                         int64_t blk,
+                                                                         int g, int off, int n,
+                                                                         int Dv,
                                                                          float *tile) {
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
@@ -5299,7 +5437,8 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
    cursor: then the kernels find them in L1. In cache the prefetches cost time (each is a miss
    to handle); from DRAM they gain more than that. The measurements and the variants tried:
    docs/PERF.md#decode-prefetch. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n, int hp) {
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n,
+                                                                  int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
     for (; a->owed >= 64 * a->heads && a->at < a->end; a->at += 64, a->owed -= 64 * a->heads) {
         ATTN__PREFETCH_L2(a->at);
@@ -5312,15 +5451,18 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_a
 
 /* KV head g's rows of piece pc: [*begin, *end). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_piece_rows)(const attn__decode_plan *P, const char *cache,
-                                                     const attn__decode_piece_at *pc, int g, const char **begin,
+                                                     const attn__decode_piece_at *pc, int g,
+                                                     const char **begin,
                                                      const char **end) {
     *begin = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, pc->off);
     *end = *begin + (size_t)pc->n * P->D * attn_dtype_size(P->kv_dtype);
 }
 
 /* The cursor over KV head g's rows of piece pc (none: NULL), nothing into L1 yet. */
-ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__decode_plan *P, const char *cache,
-                                                                 const attn__decode_piece_at *pc, int g) {
+ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__decode_plan *P,
+                                                                 const char *cache,
+                                                                 const attn__decode_piece_at *pc,
+                                                                 int g) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     a.esz = attn_dtype_size(P->kv_dtype);
@@ -5382,12 +5524,14 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 
 /* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk, cleared, then
    left as the per-lane partials part[h][(t + c) % L] that attn__decode_dots_heads reduces. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp, int nk) {
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp,
+                                                                  int nk) {
     int h, c;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VZERO();
 }
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT], int hp, int t, int nk,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT],
+                                                                   int hp, int t, int nk,
                                                                     ATTN__VF part[][ATTN__L]) {
     int h, c;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
@@ -5396,8 +5540,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
 
 /* logits[h][0, L) = mul * the lane sums of part[h][0, m) for hp heads (lanes m.. cleared first):
    one transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L], int hp, int m,
-                                                                     float mul, float *ATTN_RESTRICT logits) {
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
+                                                                    int hp, int m,
+                                                                     float mul,
+                                                                     float *ATTN_RESTRICT logits) {
     int h, t;
     for (t = m; t < ATTN__L; t++)
         for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
@@ -5416,10 +5562,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
    two 256-bit loads a cycle can feed), so ATTN__VKEEP holds each query vector in a register
    for the two keys: 12 loads. Not for e4m3, whose decode needs the registers
    (docs/PERF.md#decode-query-loads). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q, int Dv, int hp,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q,
+                                                                int Dv, int hp,
                                                                  const void *k, attn__format dt,
-                                                                 size_t stride, int Dk, int t, int nk,
-                                                                 ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
+                                                                 size_t stride, int Dk, int t,
+                                                                 int nk,
+                                                                 ATTN__VF part[][ATTN__L],
+                                                                 attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
     int h, c, d;
     ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
@@ -5428,7 +5577,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
             ATTN__FN(attn__decode_load2)(k, dt, (size_t)(t + c) * stride + d, &k0[c], &k1[c]);
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
-            ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d), q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
+            ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d),
+                     q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
             if (dt != ATTN__FMT_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
                 acc[h][c] = ATTN__VFMA(q0, k0[c], acc[h][c]);
@@ -5447,9 +5597,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
 
 /* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
    one key load per hp multiply-adds, no query loads (hp, nvmax constants after inlining). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp, int nvmax, int nv,
-                                                                     const void *k, attn__format dt, size_t stride,
-                                                                     int t, int nk, ATTN__VF part[][ATTN__L],
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp,
+                                                                    int nvmax, int nv,
+                                                                     const void *k, attn__format dt,
+                                                                     size_t stride,
+                                                                     int t, int nk,
+                                                                     ATTN__VF part[][ATTN__L],
                                                                      attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
@@ -5467,7 +5620,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
                 }
             } else if (i < nv) {
                 ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, at);
-                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
+                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) acc[h][c] =
+                        ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
             }
         }
     }
@@ -5479,23 +5633,30 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__
    a step, so the accumulators stay in registers). The per-key partial vectors are summed L keys
    at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are stored
    (the logits rows have room past n). reg, hp and nvmax are constants after inlining. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q, int Dv, int reg,
-                                                                   int hp, int nvmax, int nv, const void *k,
-                                                                   attn__format dt, size_t stride, int n,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q,
+                                                                  int Dv, int reg,
+                                                                   int hp, int nvmax, int nv,
+                                                                   const void *k,
+                                                                   attn__format dt, size_t stride,
+                                                                   int n,
                                                                    float *ATTN_RESTRICT logits,
                                                                    attn__decode_ahead *ahead) {
     ATTN__VF qr[ATTN__DACC], part[ATTN__WIDE_GROUP][ATTN__L];
-    const int nk = reg || hp <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / hp);
+    const int nk = reg ||
+            hp <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / hp);
     int h, i;
     if (reg)
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
-                qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
+                qr[h * nvmax + i] = i <
+                    nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
 #define ATTN__DOTS_STEP(NK)                                                                        \
-    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK, part, ahead); \
-    else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, ahead)
+    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK,     \
+                                                 part, ahead);                                     \
+    else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, \
+                                         ahead)
         for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
@@ -5509,28 +5670,36 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
    two), except for fp8, whose decode costs more than the query loads it would save. f16 and
    bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from L1 they are
    faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv, int hp,
-                                                             const void *k, attn__format dt, size_t stride,
-                                                             int n, int Dk, float *ATTN_RESTRICT logits,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
+                                                            int hp,
+                                                             const void *k, attn__format dt,
+                                                             size_t stride,
+                                                             int n, int Dk,
+                                                             float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L;
     if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
-        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n, logits, ahead);
+        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n,
+                                          logits, ahead);
         return;
     }
     if (nvec <= ATTN__DACC / 2 && !ATTN__FN(attn__decode_fp8)(dt)) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k, dt, stride, n,
+            ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k,
+                                              dt, stride, n,
                                               logits + (size_t)h * ATTN__DECODE_PSTRIDE, ahead);
         return;
     }
-    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits, ahead);
+    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits,
+                                      ahead);
 }
 
 /* acc[h][c] += p[h][t] v_t[d0 + c*L ..] for hp heads, c < nv (hp, nvmax constants after
    inlining; nv <= nvmax). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, const float *ATTN_RESTRICT p, int t,
-                                                               const void *v, attn__format dt, size_t stride, int d0,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc,
+                                                              const float *ATTN_RESTRICT p, int t,
+                                                               const void *v, attn__format dt,
+                                                               size_t stride, int d0,
                                                                int nv, int hp, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
     int h, c;
@@ -5551,15 +5720,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc, con
    registers across the chunk's n keys (hp, nvmax constants after inlining; nv <= nvmax). Keys
    two at a time, so the bookkeeping of the prefetch and the loop is paid once per pair: with
    AVX2 it is more instructions than the multiply-adds of a key (docs/PERF.md#decode-pv). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *ATTN_RESTRICT p, int n,
-                                                                   const void *v, attn__format dt, size_t stride,
-                                                                   int d0, int nv, int hp, int nvmax, int Dv,
-                                                                   float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *ATTN_RESTRICT p,
+                                                                  int n,
+                                                                   const void *v, attn__format dt,
+                                                                   size_t stride,
+                                                                   int d0, int nv, int hp,
+                                                                   int nvmax, int Dv,
+                                                                   float *ATTN_RESTRICT o,
+                                                                   attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, c, t;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
-            acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
+            acc[h * nvmax + c] = c <
+                nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
     for (t = 0; t + 1 < n; t += 2) {
         ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * ATTN__L, hp);
         ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hp, nvmax);
@@ -5576,12 +5750,17 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
 
 /* The same, with the common case nv = nvmax compiled on its own, free of the checks of nv. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
-                                                                const void *v, attn__format dt, size_t stride,
-                                                                int d0, int nv, int hp, int nvmax, int Dv,
-                                                                float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+                                                                const void *v, attn__format dt,
+                                                                size_t stride,
+                                                                int d0, int nv, int hp, int nvmax,
+                                                                int Dv,
+                                                                float *ATTN_RESTRICT o,
+                                                                attn__decode_ahead *ahead) {
     /* nv >= nvmax, not nv == nvmax: from an equality clang 14 puts nv for nvmax in this call, makes
        it the same as the other and merges the two, so the accumulators' index is not a constant */
-    if (nv >= nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o, ahead);
+    if (nv >=
+        nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o,
+                                                 ahead);
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
 
@@ -5595,30 +5774,38 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
    heads, as D = 128 with AVX2): all four heads share each converted vector, in segments of DACC/4
    vectors (a cache line of fp8 per segment when L = 16, so the order of lines hardly changes).
    The measurements behind each choice: docs/PERF.md#decode-pv. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n, const void *v,
-                                                           attn__format dt, size_t stride, int Dk, int Dv, int hp,
-                                                           float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
+                                                          const void *v,
+                                                           attn__format dt, size_t stride, int Dk,
+                                                           int Dv, int hp,
+                                                           float *ATTN_RESTRICT o,
+                                                           attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, h, d;
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2, seg = ATTN__DACC / ATTN__WIDE_GROUP;
     if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
         for (d = 0; d < Dk; d += seg * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
+                                           ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
     } else if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
     } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN__FMT_F32 && nvec > q2)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d, ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
+                                           ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
                                            ahead);
     } else if (nvec <= q2) {
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, 0, nvec, 2, q2,
+            ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride,
+                                           0, nvec, 2, q2,
                                            Dv, o + (size_t)h * Dv, ahead);
     } else {
         for (h = 0; h < ATTN__HEAD_GROUP; h++)
             for (d = 0; d < Dk; d += ATTN__DACC * ATTN__L)
-                ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride, d,
-                                               ATTN__MIN(ATTN__DACC, (Dk - d) / ATTN__L), 1, ATTN__DACC, Dv,
+                ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt,
+                                               stride, d,
+                                               ATTN__MIN(ATTN__DACC, (Dk - d) / ATTN__L), 1,
+                                               ATTN__DACC, Dv,
                                                o + (size_t)h * Dv, ahead);
     }
 }
@@ -5636,7 +5823,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
 /* part[h][t..t+nk) for the four heads: per-lane partial dot products, the queries in registers
    qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
-    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k, size_t stride,
+    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k,
+    size_t stride,
     int t, int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
@@ -5669,19 +5857,26 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
     if (nv <= q4)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
             ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
-                qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L) : ATTN__VZEROI();
+                qr[h * q4 + i] = i <
+                    nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
+                        : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
         if (nv <= q4) {
             for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part, ahead);
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1, part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
+                                                 ahead);
+            for (; t <
+                 m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1,
+                                                          part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, ATTN__DKT, part,
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t,
+                                                 ATTN__DKT, part,
                                                  ahead);
             for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1, part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
+                                                 part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, m, mul, logits + t0);
     }
@@ -5692,22 +5887,26 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
    time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart. The
    2 * hp * nvmax accumulators stay in registers (hp, nvmax constants after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
-    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int d0, int nv, int hp, int nvmax,
+    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int d0, int nv, int hp,
+    int nvmax,
     int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, i, t;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
-            acc[h * 2 * nvmax + i] = i < 2 * nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
+            acc[h * 2 * nvmax + i] = i <
+                2 * nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t += 2) {
         ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
         int two = t + 1 < n;
-        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);  /* the rows read */
+        /* the rows read */
+        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);
         ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1) {
             size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
             lo[i] = hi[i] = ATTN__VZEROI();
             if (i < nv) {
-                ATTN__VI a = ATTN__VLOADI(v + at), b = two ? ATTN__VLOADI(v + at + stride) : ATTN__VZEROI();
+                ATTN__VI a = ATTN__VLOADI(v + at),
+                         b = two ? ATTN__VLOADI(v + at + stride) : ATTN__VZEROI();
                 ATTN__VUNPACK_PAIRS(a, b, lo[i], hi[i]);
             }
         }
@@ -5717,7 +5916,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
             ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
                 if (i < nv) {
                     acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
-                    acc[h * 2 * nvmax + 2 * i + 1] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
+                    acc[h * 2 * nvmax + 2 * i + 1] =
+                            ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
                 }
         }
     }
@@ -5729,7 +5929,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
 /* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
    heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
 ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_pv)(
-    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv, float *ATTN_RESTRICT o,
+    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv,
+    float *ATTN_RESTRICT o,
     attn__decode_ahead cursor) {
     attn__decode_ahead *ahead = &cursor;  /* by value: see attn__decode_chunk */
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
@@ -5740,7 +5941,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_pv
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
             for (d = 0; d < Dk; d += seg * w)
                 ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, stride, d,
-                                                    ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv, o + (size_t)h * Dv,
+                                                    ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv,
+                                                    o + (size_t)h * Dv,
                                                     ahead);
     }
     return cursor;
@@ -5776,8 +5978,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 #endif
 
 /* The kernels of one group of HP heads (DT and HP constants). */
-#define ATTN__DECODE_KERNELS(DT, HP)                                                                        \
-    if (kind == 0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead); \
+#define ATTN__DECODE_KERNELS(DT, HP)                                                               \
+    if (kind ==                                                                                    \
+        0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead);    \
     else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, HP, oh, ahead);
 
 /* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
@@ -5799,7 +6002,8 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
    vector stores may alias anything, so by pointer each of its steps would be a load and a store
    in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
-    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk, const attn__decode_scratch *sc,
+    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
+    const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
@@ -5817,11 +6021,17 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         if (dt == ATTN__FMT_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
-                cursor = ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows, r.stride,
-                                                          n, Dk, P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale),
+                cursor =
+                        ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv,
+                                                         rows, r.stride,
+                                                          n, Dk, P->q_mul
+                                                              * ATTN__FN(attn__decode_fold)(P,
+                                                                      P->k_scale),
                                                           ph + t, cursor);
             else
-                cursor = ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t, 2 * ATTN__DECODE_PSTRIDE, n,
+                cursor =
+                        ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t,
+                                                       2 * ATTN__DECODE_PSTRIDE, n,
                                                         rows, r.stride, Dk, Dv, oh, cursor);
             continue;
         }
@@ -5835,11 +6045,11 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
    switch around the kernels), clang 14 merges the dtypes' loops into one that switches on the
    dtype inside. With this, ATTN__UNROLL_UPTO and the test in attn__decode_pv_cols, clang's
    decode is as fast as gcc's (docs/PERF.md#decode-clang). */
-#define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                                         \
-    ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                             \
-        const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,                     \
-        const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor) {                       \
-        return ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, cursor, DT);                    \
+#define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                            \
+    ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                \
+        const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
+        const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor) {          \
+        return ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, cursor, DT);       \
     }
 /* One per dtype, attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
    attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2), and
@@ -5856,8 +6066,10 @@ ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
 
 /* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
-                                                              ATTN__FN(attn__decode_rows) r, int n, int Dk,
-                                                              const attn__decode_scratch *sc, size_t heads, int t,
+                                                              ATTN__FN(attn__decode_rows) r, int n,
+                                                              int Dk,
+                                                              const attn__decode_scratch *sc,
+                                                              size_t heads, int t,
                                                               attn__decode_ahead cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
@@ -5885,8 +6097,10 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
    attn__decode_ahead_step): the next head's rows of this piece, or after the last head the
    first head's of the next piece - not with one head a span, where those are the L2 cursor's own
    rows, and asking for them into L1 a block ahead is slower (docs/PERF.md#decode-prefetch). */
-ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq, int64_t lo,
-                                               int64_t hi, int g0, int g1, const attn__decode_scratch *sc) {
+ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq,
+                                               int64_t lo,
+                                               int64_t hi, int g0, int g1,
+                                               const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
     int G4 = P->G4, Dv = P->Dv;
     int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
@@ -5905,15 +6119,21 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
         }
         for (int g = g0; g < g1; g++) {
             size_t heads = (size_t)(g - g0) * G4;
-            attn__decode_ahead ahead = ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
-            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near, &ahead.near_end);
+            attn__decode_ahead ahead =
+                    ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
+            if (g + 1 <
+                g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near,
+                                                      &ahead.near_end);
             else if (g1 - g0 > 1 && has_next)
-                ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, &ahead.near, &ahead.near_end);
+                ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, &ahead.near,
+                                                  &ahead.near_end);
             for (int c = 0; c < cur.n; c += ATTN__DECODE_CHUNK) {
                 int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur.n - c);
                 ATTN__FN(attn__decode_rows) r =
-                    ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv, sc->tile);
-                ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c, ahead);
+                    ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
+                                                   sc->tile);
+                ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads,
+                                                     (int)(cur.j - lo) + c, ahead);
             }
         }
         if (last) break;
@@ -5954,7 +6174,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
 /* Queries of the G heads of KV head g as f32 times mul into q[G4][Dv] (padded heads and dims
    0) - or, for the pair kernels, as their bf16 values at the start of each row; output
    accumulators o[G4][Dv] 0. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g, float mul,
+ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
+                                                 float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
@@ -5973,11 +6194,14 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
 
 /* The softmax of KV head g's logits p[G4][PSTRIDE], in place and as the value pass reads it
    (bf16 for the pair kernels); m and l go to its partial results. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g, int64_t pos,
-                                                        int64_t lo, int n, float *p, float *partial) {
+ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g,
+                                                        int64_t pos,
+                                                        int64_t lo, int n, float *p,
+                                                        float *partial) {
     int G = P->G, h, c;
     for (h = 0; h < G; h++)
-        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n, p + (size_t)h * ATTN__DECODE_PSTRIDE,
+        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
+                                       p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
     for (h = G; h < P->G4; h++)  /* padded heads contribute nothing */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
@@ -5998,7 +6222,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_restore_order)(const attn__decode_plan 
 /* One partition of sequence seq for KV heads [g0, g1): keys block by block (all the heads of a
    block together), the softmax, then the values the same way. Each head's arithmetic is
    independent of g0 and g1, so any grouping of heads gives the same bits. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g0, int g1,
+ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g0,
+                                                    int g1,
                                                     int part, int thread) {
     attn__decode_scratch sc;
     int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, g, h, d;
@@ -6014,7 +6239,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         }
         return;
     }
-    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes, &sc);
+    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes,
+                                &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     for (g = g0; g < g1; g++) {
         size_t heads = (size_t)(g - g0) * G4;
@@ -6047,7 +6273,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
     for (h = 0; h < G; h++) {
         int hq = g * G + h;
         float M = P->sinks ? P->sinks[hq] : -INFINITY, l = 0.0f;
-        for (k = 0; k < parts; k++) M = ATTN__MAX(M, attn__decode_partial(P, P->part_start[seq] + k, g)[h]);
+        for (k = 0; k < parts; k++) M =
+                ATTN__MAX(M, attn__decode_partial(P, P->part_start[seq] + k, g)[h]);
         for (d = 0; d < D; d++) acc[d] = 0.0f;
         if (P->sinks) l = attn__vexp__scalar(P->sinks[hq] - M);
         for (k = 0; k < parts && M > -INFINITY; k++) {

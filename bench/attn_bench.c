@@ -1,6 +1,7 @@
 /* attn_bench - llama-bench style throughput benchmark of attn.h against this machine's limits.
 
-   attn_bench [peak|prefill|decode|paged-prefill|forward|all ...] [options]   (attn_bench -h: the list)
+   attn_bench [peak|prefill|decode|paged-prefill|forward|all ...] [options] (attn_bench -h: the
+   list)
 
    In one run and on the same threads it measures the machine's limits (fp32 FMA peak, memory
    read bandwidth) and then the kernels: prefill = attn_sdpa, decode = attn_paged_decode over a
@@ -165,13 +166,18 @@ __attribute__((target("avx2"))) static uint32_t read_avx2(const uint32_t *p, siz
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     const __m256i *v = (const __m256i *)p;
     for (size_t i = 0; i < n / 8; i += 8) {
-        s0 = _mm256_add_epi32(s0, _mm256_add_epi32(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 1)));
-        s1 = _mm256_add_epi32(s1, _mm256_add_epi32(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 3)));
-        s2 = _mm256_add_epi32(s2, _mm256_add_epi32(_mm256_load_si256(v + i + 4), _mm256_load_si256(v + i + 5)));
-        s3 = _mm256_add_epi32(s3, _mm256_add_epi32(_mm256_load_si256(v + i + 6), _mm256_load_si256(v + i + 7)));
+        s0 = _mm256_add_epi32(s0,
+                _mm256_add_epi32(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 1)));
+        s1 = _mm256_add_epi32(s1,
+                _mm256_add_epi32(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 3)));
+        s2 = _mm256_add_epi32(s2,
+                _mm256_add_epi32(_mm256_load_si256(v + i + 4), _mm256_load_si256(v + i + 5)));
+        s3 = _mm256_add_epi32(s3,
+                _mm256_add_epi32(_mm256_load_si256(v + i + 6), _mm256_load_si256(v + i + 7)));
     }
     uint32_t o[8];
-    _mm256_storeu_si256((__m256i *)o, _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)));
+    _mm256_storeu_si256((__m256i *)o,
+                        _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)));
     return o[0] ^ o[7];
 }
 /* The same with 512-bit loads, 4 cache lines per step into 4 accumulators (n % 64 == 0): the
@@ -268,7 +274,8 @@ static size_t default_bw_bytes(void) {
 #ifdef _SC_PHYS_PAGES
     {
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && psz > 0 && bytes > (size_t)pages * (size_t)psz / 4) bytes = (size_t)pages * (size_t)psz / 4;
+        if (pages > 0 && psz > 0 &&
+            bytes > (size_t)pages * (size_t)psz / 4) bytes = (size_t)pages * (size_t)psz / 4;
     }
 #endif
     return bytes;
@@ -381,7 +388,7 @@ typedef struct {
     int threads, causal, H, Hk, D, bs, seqs, q_len, kv_len, reps;   /* 0 = not applicable */
     int decodes, ctx;                            /* forward: decode sequences after the prefills */
     double ms, sd_ms, value, pct;
-    const char *unit, *limit;                    /* limit: "fma", "roof:bw", "roof:fma", "roof" (forward) */
+    const char *unit, *limit;            /* limit: "fma", "roof:bw", "roof:fma", "roof" (forward) */
     char note[48];
     const char *status;                          /* NULL = ok */
     double peak_gflops, bw_gbs;
@@ -389,7 +396,9 @@ typedef struct {
 
 static int g_rows;
 
-static const char *isa_used(void) { return attn_isa_name(g.isa == ATTN_ISA_AUTO ? attn_best_isa() : g.isa); }
+static const char *isa_used(void) {
+    return attn_isa_name(g.isa == ATTN_ISA_AUTO ? attn_best_isa() : g.isa);
+}
 static const char *gemm_name(attn_gemm e) { return e == ATTN_GEMM_ONEDNN ? "onednn" : "native"; }
 
 static row row_new(const char *mode, int T) {
@@ -452,7 +461,8 @@ static void print_header(void) {
     for (int i = 0; i < g.threads.n; i++) {
         const limits *L = &g_lim[i];
         if (L->given)
-            printf("%slimits on %d threads (given): fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n",
+            printf("%slimits on %d threads (given): fp32 FMA peak %.1f GFLOP/s, read bandwidth "
+                   "%.1f GB/s\n",
                    c, L->threads, L->gflops, L->gbs);
         else
             printf("%slimits on %d threads: fp32 FMA peak %.1f GFLOP/s (%s), "
@@ -461,12 +471,16 @@ static void print_header(void) {
                    g.huge_pages ? ", huge pages" : "");
     }
     if (g.fmt == FMT_CSV) {
-        printf("mode,isa,threads,gemm,dtype,kv_dtype,version,causal,H,Hk,D,block_size,seqs,q_len,kv_len,"
-               "reps,median_ms,stddev_ms,value,unit,pct_of_limit,limit,fma_peak_gflops,read_bw_gbs,note,status\n");
+        printf("mode,isa,threads,gemm,dtype,kv_dtype,version,causal,H,Hk,D,block_size,seqs,q_len,"
+               "kv_len,reps,median_ms,stddev_ms,value,unit,pct_of_limit,limit,fma_peak_gflops,"
+               "read_bw_gbs,note,status\n");
     } else {
-        printf("\n| %-13s | %-6s | %3s | %-6s | %-5s | %-8s | %-7s | %-38s | %4s | %10s | %8s | %15s | %-13s |\n",
-               "mode", "isa", "t", "gemm", "dtype", "kv", "ver", "shape", "reps", "ms", "± ms", "throughput", "% of limit");
-        printf("|---------------|--------|----:|--------|-------|----------|---------|----------------------------------------|"
+        printf("\n| %-13s | %-6s | %3s | %-6s | %-5s | %-8s | %-7s | %-38s | %4s | %10s | %8s | "
+               "%15s | %-13s |\n",
+               "mode", "isa", "t", "gemm", "dtype", "kv", "ver", "shape", "reps", "ms", "± ms",
+               "throughput", "% of limit");
+        printf("|---------------|--------|----:|--------|-------|----------|---------|"
+               "----------------------------------------|"
                "-----:|-----------:|---------:|----------------:|---------------|\n");
     }
 }
@@ -478,35 +492,46 @@ static void shape_text(const row *r, char *s, size_t n) {
     else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
     else if (!strcmp(r->mode, "forward"))
-        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs,
+                 r->q_len,
                  r->kv_len - r->q_len, r->decodes, r->ctx);
     else if (!strcmp(r->mode, "paged-prefill"))
-        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d) %s", r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+        snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d) %s", r->H, r->Hk, r->D, r->bs, r->seqs,
+                 r->q_len,
                  r->kv_len - r->q_len, causal);
     else if (r->q_len == r->kv_len)
         snprintf(s, n, "H%d/%d D%d %dx%d %s", r->H, r->Hk, r->D, r->seqs, r->q_len, causal);
     else
-        snprintf(s, n, "H%d/%d D%d %dx(q%d kv%d) %s", r->H, r->Hk, r->D, r->seqs, r->q_len, r->kv_len, causal);
+        snprintf(s, n, "H%d/%d D%d %dx(q%d kv%d) %s", r->H, r->Hk, r->D, r->seqs, r->q_len,
+                 r->kv_len, causal);
 }
 
 static void print_row(const row *r) {
     int ok = r->status == NULL;
     if (g.fmt == FMT_CSV) {
-        printf("%s,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->mode, r->isa, r->threads, r->gemm,
-               r->dtype, r->kv_dtype, r->version, r->causal, r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len,
+        printf("%s,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->mode, r->isa, r->threads,
+               r->gemm,
+               r->dtype, r->kv_dtype, r->version, r->causal, r->H, r->Hk, r->D, r->bs, r->seqs,
+               r->q_len,
                r->kv_len, r->reps);
-        if (ok) printf("%.4f,%.4f,%.3f,%s,%.2f,%s,", r->ms, r->sd_ms, r->value, r->unit, r->pct, r->limit);
+        if (ok) printf("%.4f,%.4f,%.3f,%s,%.2f,%s,", r->ms, r->sd_ms, r->value, r->unit, r->pct,
+                       r->limit);
         else printf(",,,,,,");
-        printf("%.2f,%.2f,\"%s\",\"%s\"\n", r->peak_gflops, r->bw_gbs, r->note, ok ? "ok" : r->status);
+        printf("%.2f,%.2f,\"%s\",\"%s\"\n", r->peak_gflops, r->bw_gbs, r->note, ok ? "ok"
+               : r->status);
     } else if (g.fmt == FMT_JSON) {
-        printf("%s\n    {\"mode\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"gemm\": \"%s\", \"dtype\": \"%s\", "
-               "\"kv_dtype\": \"%s\", \"version\": \"%s\", \"causal\": %d, \"H\": %d, \"Hk\": %d, \"D\": %d, "
+        printf("%s\n    {\"mode\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"gemm\": \"%s\", "
+               "\"dtype\": \"%s\", "
+               "\"kv_dtype\": \"%s\", \"version\": \"%s\", \"causal\": %d, \"H\": %d, \"Hk\": %d, "
+               "\"D\": %d, "
                "\"block_size\": %d, \"seqs\": %d, \"q_len\": %d, \"kv_len\": %d, \"reps\": %d, ",
-               g_rows ? "," : "", r->mode, r->isa, r->threads, r->gemm, r->dtype, r->kv_dtype, r->version,
+               g_rows ? "," : "", r->mode, r->isa, r->threads, r->gemm, r->dtype, r->kv_dtype,
+               r->version,
                r->causal, r->H, r->Hk, r->D, r->bs, r->seqs, r->q_len, r->kv_len, r->reps);
         if (ok)
             printf("\"median_ms\": %.4f, \"stddev_ms\": %.4f, \"value\": %.3f, \"unit\": \"%s\", "
-                   "\"pct_of_limit\": %.2f, \"limit\": \"%s\", ", r->ms, r->sd_ms, r->value, r->unit, r->pct, r->limit);
+                   "\"pct_of_limit\": %.2f, \"limit\": \"%s\", ", r->ms, r->sd_ms, r->value,
+                   r->unit, r->pct, r->limit);
         printf("\"note\": ");
         json_str(r->note);
         printf(", \"status\": ");
@@ -525,9 +550,11 @@ static void print_row(const row *r) {
             snprintf(ms, sizeof ms, "-"); snprintf(sd, sizeof sd, "-");
             snprintf(val, sizeof val, "ERROR"); snprintf(pct, sizeof pct, "%s", r->status);
         }
-        printf("| %-13s | %-6s | %3d | %-6s | %-5s | %-8s | %-7s | %-38s | %4d | %10s | %8s | %15s | %-13s |\n",
+        printf("| %-13s | %-6s | %3d | %-6s | %-5s | %-8s | %-7s | %-38s | %4d | %10s | %8s | %15s "
+               "| %-13s |\n",
                r->mode, r->isa, r->threads, r->gemm, r->dtype[0] ? r->dtype : "-",
-               r->kv_dtype[0] ? r->kv_dtype : "-", r->version[0] ? r->version : "-", shape, r->reps, ms, sd,
+               r->kv_dtype[0] ? r->kv_dtype : "-", r->version[0] ? r->version : "-", shape, r->reps,
+               ms, sd,
                val, pct);
     }
     g_rows++;
@@ -582,8 +609,10 @@ static void fill_random(void *dst, attn_dtype dt, size_t n, uint64_t seed, float
     for (c = 0; c < nchunks; c++) {
         float tmp[4096];
         uint64_t s = seed * 0x2545F4914F6CDD1Dull + (uint64_t)c;
-        size_t begin = (size_t)c * (size_t)chunk, len = n - begin < (size_t)chunk ? n - begin : (size_t)chunk;
-        for (size_t i = 0; i < len; i++) tmp[i] = (float)(splitmix(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        size_t begin = (size_t)c * (size_t)chunk,
+               len = n - begin < (size_t)chunk ? n - begin : (size_t)chunk;
+        for (size_t i = 0; i < len; i++) tmp[i] =
+                (float)(splitmix(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
         attn_convert((char *)dst + begin * esz, dt, tmp, ATTN_F32, len, scale);
     }
 }
@@ -613,7 +642,8 @@ typedef attn_status (*bench_fn)(void *ctx);
 
 /* Each timed call follows a sample of the limits (sample_limits); *near gets their medians,
    which the row's percentage is taken against. */
-static attn_status time_calls(bench_fn fn, void *ctx, int T, int *reps, stats *st, limits_now *near) {
+static attn_status time_calls(bench_fn fn, void *ctx, int T, int *reps, stats *st,
+                              limits_now *near) {
     double t[MAXREPS], gf[MAXREPS], bw[MAXREPS], t0 = now_s();
     const limits *L = limits_for(T);
     attn_status s = fn(ctx);
@@ -640,7 +670,8 @@ static int timed_row(row *r, bench_fn fn, void *ctx, void **ws, size_t ws_bytes,
     int reps = r->reps;
     limits_now near;
     *ws = xalloc(ws_bytes);
-    attn_status s = *ws ? time_calls(fn, ctx, r->threads, &reps, st, &near) : ATTN_ERR_WORKSPACE_TOO_SMALL;
+    attn_status s = *ws ? time_calls(fn, ctx, r->threads, &reps, st, &near)
+                    : ATTN_ERR_WORKSPACE_TOO_SMALL;
     free(*ws);
     *ws = NULL;
     r->reps = reps;
@@ -650,8 +681,11 @@ static int timed_row(row *r, bench_fn fn, void *ctx, void **ws, size_t ws_bytes,
     return 1;
 }
 
-/* Seconds that amount (bytes or FLOPs) takes at rate (GB/s or GFLOP/s); 0 when the rate is unknown. */
-static double limit_secs(double amount, double rate) { return rate > 0 ? amount / (rate * 1e9) : 0; }
+/* Seconds that amount (bytes or FLOPs) takes at rate (GB/s or GFLOP/s); 0 when the rate is unknown.
+   */
+static double limit_secs(double amount, double rate) {
+    return rate > 0 ? amount / (rate * 1e9) : 0;
+}
 
 /* A prefill row: useful GFLOP/s against the FMA peak measured alongside. */
 static void print_gflops_row(row *r, double flops, const stats *st) {
@@ -668,7 +702,8 @@ typedef struct {
 } sdpa_ctx;
 static attn_status sdpa_call(void *c) {
     sdpa_ctx *x = (sdpa_ctx *)c;
-    return attn_sdpa(&x->p, &x->e, x->q, x->k, x->v, x->o, x->cu_q, x->cu_k, x->seqs, x->causal, NULL,
+    return attn_sdpa(&x->p, &x->e, x->q, x->k, x->v, x->o, x->cu_q, x->cu_k, x->seqs, x->causal,
+                     NULL,
                      x->ws, x->ws_bytes);
 }
 
@@ -683,21 +718,25 @@ static void bench_prefill(int H, int Hk, int D, int seqs, int q_len, int kv_len,
                           const ilist *dtypes, int reps0) {
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
-        size_t esz = attn_dtype_size(dt), nq = (size_t)seqs * q_len * H * D, nk = (size_t)seqs * kv_len * Hk * D;
+        size_t esz = attn_dtype_size(dt), nq = (size_t)seqs * q_len * H * D,
+               nk = (size_t)seqs * kv_len * Hk * D;
         sdpa_ctx x;
         memset(&x, 0, sizeof x);
         x.p.num_heads = H; x.p.num_kv_heads = Hk; x.p.head_size = D;
         x.seqs = seqs; x.causal = causal;
-        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz), *o = xalloc(nq * esz);
+        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz),
+              *o = xalloc(nq * esz);
         x.cu_q = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
         x.cu_k = (int32_t *)malloc(sizeof(int32_t) * (size_t)(seqs + 1));
         char what[96];
-        snprintf(what, sizeof what, "prefill %s H%d/%d D%d %dx(q%d kv%d)", attn_dtype_name(dt), H, Hk, D, seqs,
+        snprintf(what, sizeof what, "prefill %s H%d/%d D%d %dx(q%d kv%d)", attn_dtype_name(dt), H,
+                 Hk, D, seqs,
                  q_len, kv_len);
         progress("%s", what);
         if (q && k && v && o && x.cu_q && x.cu_k) {
             for (int s = 0; s <= seqs; s++) { x.cu_q[s] = s * q_len; x.cu_k[s] = s * kv_len; }
-            fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f); fill_random(v, dt, nk, 3, 1.0f);
+            fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f);
+            fill_random(v, dt, nk, 3, 1.0f);
             x.q.data = q; x.k.data = k; x.v.data = v; x.o.data = o;
             x.q.dtype = x.k.dtype = x.v.dtype = x.o.dtype = dt;
         }
@@ -706,7 +745,9 @@ static void bench_prefill(int H, int Hk, int D, int seqs, int q_len, int kv_len,
             row r = row_new("prefill", T);
             r.dtype = attn_dtype_name(dt); r.causal = causal; r.H = H; r.Hk = Hk; r.D = D;
             r.seqs = seqs; r.q_len = q_len; r.kv_len = kv_len; r.reps = reps;
-            if (!(q && k && v && o && x.cu_q && x.cu_k)) { error_row(&r, "out of memory"); continue; }
+            if (!(q && k && v && o && x.cu_q && x.cu_k)) {
+                error_row(&r, "out of memory"); continue;
+            }
             x.e = make_exec(T);
             x.ws_bytes = attn_sdpa_workspace_size(&x.p, &x.e, x.cu_q, x.cu_k, seqs);
             stats st;
@@ -735,7 +776,8 @@ static int paged_make(paged *P, int Hk, int D, int bs, int seqs, int len, attn_d
     P->tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb);
     P->lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)seqs);
     if (!P->mem || !P->tables || !P->lens) return 0;
-    if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem, bytes) != ATTN_OK) return 0;
+    if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem, bytes) !=
+        ATTN_OK) return 0;
     size_t elems = (size_t)nb * bs * Hk * D;
     fill_random(P->cache.key, kv, elems, 4, scale);
     fill_random(P->cache.value, kv, elems, 5, scale);
@@ -785,10 +827,12 @@ static attn_status kvread_call(void *c) {
 
 /* One kv-read row per thread count, after the decode rows of a cache (whole 256-byte runs only:
    the read kernel's step). */
-static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
+static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, int ctx,
+                        attn_dtype kv,
                         int reps) {
     kvread_ctx x;
-    x.P = P; x.run = (size_t)Hk * bs * D * attn_dtype_size(kv); x.seqs = seqs; x.ctx = ctx; x.bs = bs;
+    x.P = P; x.run = (size_t)Hk * bs * D * attn_dtype_size(kv); x.seqs = seqs; x.ctx = ctx;
+    x.bs = bs;
     if (x.run % 256) return;
     for (int ti = 0; ti < g.threads.n; ti++) {
         row r = row_new("kv-read", g.threads.v[ti]);
@@ -810,7 +854,8 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                          const ilist *dtypes, const ilist *versions, int reps0) {
     paged P;
     char what[96];
-    snprintf(what, sizeof what, "decode: filling a %s cache H%d/%d D%d bs%d %dx%d", attn_dtype_name(kv), H, Hk,
+    snprintf(what, sizeof what, "decode: filling a %s cache H%d/%d D%d bs%d %dx%d",
+             attn_dtype_name(kv), H, Hk,
              D, bs, seqs, ctx);
     progress("%s", what);
     int ok = paged_make(&P, Hk, D, bs, seqs, ctx, kv);
@@ -832,23 +877,28 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 r.kv_len = ctx; r.reps = reps;
                 if (!ok || !q || !o) { error_row(&r, "out of memory"); continue; }
                 attn_paged_version eff = attn_paged_decode_version(&x.p, P.lens, seqs, x.ver);
-                snprintf(r.version, sizeof r.version, "%s%s", x.ver == ATTN_PAGED_AUTO ? "auto:" : "",
+                snprintf(r.version, sizeof r.version, "%s%s", x.ver ==
+                         ATTN_PAGED_AUTO ? "auto:" : "",
                          eff == ATTN_PAGED_V1 ? "v1" : "v2");
-                snprintf(what, sizeof what, "decode %s/%s %s t%d", attn_dtype_name(dt), attn_dtype_name(kv),
+                snprintf(what, sizeof what, "decode %s/%s %s t%d", attn_dtype_name(dt),
+                         attn_dtype_name(kv),
                          r.version, T);
                 progress("%s", what);
                 x.e = make_exec(T); x.P = &P; x.seqs = seqs;
                 x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
-                x.ws_bytes = attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
+                x.ws_bytes =
+                        attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 stats st;
                 if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                 double tokens = (double)seqs * ctx;
-                double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv), flops = 4.0 * H * D * tokens;
+                double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv),
+                       flops = 4.0 * H * D * tokens;
                 double t_bw = limit_secs(bytes, r.bw_gbs), t_fma = limit_secs(flops, r.peak_gflops);
                 r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                 r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                 r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
-                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s", flops / st.median * 1e-9,
+                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s",
+                         flops / st.median * 1e-9,
                          r.bw_gbs);
                 print_row(&r);
             }
@@ -869,16 +919,19 @@ typedef struct {
 } pprefill_ctx;
 static attn_status pprefill_call(void *c) {
     pprefill_ctx *x = (pprefill_ctx *)c;
-    return attn_paged_prefill(&x->p, &x->e, x->q, x->o, &x->P->cache, x->P->tables, x->P->per_seq, x->qsl,
+    return attn_paged_prefill(&x->p, &x->e, x->q, x->o, &x->P->cache, x->P->tables, x->P->per_seq,
+                              x->qsl,
                               x->P->lens, x->seqs, x->causal, NULL, x->ws, x->ws_bytes);
 }
 
-static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix, int causal,
+static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix,
+                                int causal,
                                 attn_dtype kv, const ilist *dtypes, int reps0) {
     paged P;
     int len = prefix + chunk;
     char what[96];
-    snprintf(what, sizeof what, "paged-prefill: filling a %s cache H%d/%d D%d bs%d %dx%d", attn_dtype_name(kv),
+    snprintf(what, sizeof what, "paged-prefill: filling a %s cache H%d/%d D%d bs%d %dx%d",
+             attn_dtype_name(kv),
              H, Hk, D, bs, seqs, len);
     progress("%s", what);
     int ok = paged_make(&P, Hk, D, bs, seqs, len, kv);
@@ -896,9 +949,11 @@ static void bench_paged_prefill(int H, int Hk, int D, int bs, int seqs, int chun
             x.p.num_heads = H; x.p.num_kv_heads = Hk; x.p.head_size = D;
             row r = row_new("paged-prefill", T);
             r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv); r.causal = causal;
-            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk; r.kv_len = len; r.reps = reps;
+            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk; r.kv_len = len;
+            r.reps = reps;
             if (!ok || !q || !o || !qsl) { error_row(&r, "out of memory"); continue; }
-            snprintf(what, sizeof what, "paged-prefill %s/%s t%d", attn_dtype_name(dt), attn_dtype_name(kv), T);
+            snprintf(what, sizeof what, "paged-prefill %s/%s t%d", attn_dtype_name(dt),
+                     attn_dtype_name(kv), T);
             progress("%s", what);
             x.e = make_exec(T); x.P = &P; x.qsl = qsl; x.seqs = seqs; x.causal = causal;
             x.q.data = q; x.q.dtype = dt; x.o.data = o; x.o.dtype = dt;
@@ -934,7 +989,8 @@ static attn_status forward_call(void *c) {
 typedef struct {
     paged P; int32_t *qsl, *ctxs; int64_t *slots; int tokens;
 } forward_batch;
-static int forward_batch_make(forward_batch *b, int Hk, int D, int bs, int seqs, int chunk, int prefix, int decodes,
+static int forward_batch_make(forward_batch *b, int Hk, int D, int bs, int seqs, int chunk,
+                              int prefix, int decodes,
                               int ctx, attn_dtype kv) {
     int n = seqs + decodes, len = prefix + chunk, longest = len > ctx || !decodes ? len : ctx;
     b->tokens = seqs * chunk + decodes;
@@ -949,7 +1005,8 @@ static int forward_batch_make(forward_batch *b, int Hk, int D, int bs, int seqs,
         int first = s < seqs ? prefix : ctx - 1;   /* the new tokens: a chunk, or the last one */
         b->P.lens[s] = s < seqs ? len : ctx;
         if (s < seqs) { b->qsl[s + 1] = b->qsl[s] + chunk; b->ctxs[s] = prefix; }
-        for (int p = first; p < b->P.lens[s]; p++) b->slots[t++] = (int64_t)tab[p / bs] * bs + p % bs;
+        for (int p = first; p < b->P.lens[s]; p++) b->slots[t++] =
+                (int64_t)tab[p / bs] * bs + p % bs;
     }
     return 1;
 }
@@ -957,7 +1014,8 @@ static void forward_batch_free(forward_batch *b) {
     paged_free(&b->P); free(b->qsl); free(b->ctxs); free(b->slots);
 }
 
-static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix, int decodes, int ctx,
+static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int prefix,
+                          int decodes, int ctx,
                           attn_dtype kv, const ilist *dtypes, int reps0) {
     forward_batch b;
     forward_ctx x;
@@ -971,40 +1029,53 @@ static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int
     memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D;
     ok = ok && attn_layer_init(&x.L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK;
-    x.md.num_prefills = seqs; x.md.num_prefill_tokens = seqs * chunk; x.md.num_decode_tokens = decodes;
+    x.md.num_prefills = seqs; x.md.num_prefill_tokens = seqs * chunk;
+    x.md.num_decode_tokens = decodes;
     x.cache = &b.P.cache;
     x.md.slot_mapping = b.slots; x.md.seq_lens = b.P.lens; x.md.query_start_loc = b.qsl;
-    x.md.context_lens = prefix ? b.ctxs : NULL; x.md.block_tables = b.P.tables; x.md.max_blocks_per_seq = b.P.per_seq;
+    x.md.context_lens = prefix ? b.ctxs : NULL; x.md.block_tables = b.P.tables;
+    x.md.max_blocks_per_seq = b.P.per_seq;
     double pre_flops = 4.0 * D * H * seqs * visible_pairs(chunk, prefix + chunk, 1);
     double dec_flops = 4.0 * H * D * (double)decodes * ctx;
     double dec_bytes = (double)decodes * ctx * Hk * D * 2 * (double)attn_dtype_size(kv);
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
-        size_t esz = attn_dtype_size(dt), nq = (size_t)b.tokens * H * D, nk = (size_t)b.tokens * Hk * D;
-        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz), *o = xalloc(nq * esz);
+        size_t esz = attn_dtype_size(dt), nq = (size_t)b.tokens * H * D,
+               nk = (size_t)b.tokens * Hk * D;
+        void *q = xalloc(nq * esz), *k = xalloc(nk * esz), *v = xalloc(nk * esz),
+              *o = xalloc(nq * esz);
         int have = ok && q && k && v && o;
-        if (have) { fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f); fill_random(v, dt, nk, 3, 1.0f); }
+        if (have) {
+            fill_random(q, dt, nq, 1, 1.0f); fill_random(k, dt, nk, 2, 1.0f);
+            fill_random(v, dt, nk, 3, 1.0f);
+        }
         x.q.data = q; x.k.data = k; x.v.data = v; x.o.data = o;
         x.q.dtype = x.k.dtype = x.v.dtype = x.o.dtype = dt;
         for (int ti = 0; ti < g.threads.n; ti++) {
             int T = g.threads.v[ti];
             row r = row_new("forward", T);
             r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv); r.causal = 1;
-            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk; r.kv_len = prefix + chunk;
+            r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs; r.q_len = chunk;
+            r.kv_len = prefix + chunk;
             r.decodes = decodes; r.ctx = ctx; r.reps = reps0;
             snprintf(r.version, sizeof r.version, "-");
             if (!have) { error_row(&r, "out of memory"); continue; }
-            snprintf(what, sizeof what, "forward %s/%s t%d", attn_dtype_name(dt), attn_dtype_name(kv), T);
+            snprintf(what, sizeof what, "forward %s/%s t%d", attn_dtype_name(dt),
+                     attn_dtype_name(kv), T);
             progress("%s", what);
             x.e = make_exec(T);
             x.ws_bytes = attn_forward_workspace_size(&x.L, &x.md, &x.e);
             stats st;
             if (!timed_row(&r, forward_call, &x, &x.ws, x.ws_bytes, &st)) continue;
-            double t_dec = limit_secs(dec_bytes, r.bw_gbs), t_fma = limit_secs(dec_flops, r.peak_gflops);
+            double t_dec = limit_secs(dec_bytes, r.bw_gbs),
+                   t_fma = limit_secs(dec_flops, r.peak_gflops);
             r.value = (pre_flops + dec_flops) / st.median * 1e-9; r.unit = "GFLOP/s";
-            r.pct = 100.0 * (limit_secs(pre_flops, r.peak_gflops) + (t_dec > t_fma ? t_dec : t_fma)) / st.median;
+            r.pct = 100.0
+                    * (limit_secs(pre_flops, r.peak_gflops) + (t_dec > t_fma ? t_dec : t_fma))
+                        / st.median;
             r.limit = "roof";
-            snprintf(r.note, sizeof r.note, "+%d decodes x %d; bw alongside %.1f GB/s", decodes, ctx, r.bw_gbs);
+            snprintf(r.note, sizeof r.note, "+%d decodes x %d; bw alongside %.1f GB/s", decodes,
+                     ctx, r.bw_gbs);
             print_row(&r);
         }
         free(q); free(k); free(v); free(o);
@@ -1017,7 +1088,8 @@ static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int
 static void usage(FILE *f) {
     fprintf(f,
         "usage: attn_bench [mode ...] [options]\n"
-        "modes: peak | prefill | decode | paged-prefill | forward | all (default: all = peak + standard shapes)\n"
+        "modes: peak | prefill | decode | paged-prefill | forward | all (default: all = peak + "
+        "standard shapes)\n"
         "options (L = comma list, e.g. -S 512,2048,8192; lists multiply out):\n"
         "  -t L            threads (default: omp_get_max_threads())\n"
         "  -r N            timed repetitions after 1 warm-up (default 5)\n"
@@ -1033,16 +1105,19 @@ static void usage(FILE *f) {
         "  --bs L          KV block size (default 16)\n"
         "  --version L     decode: auto|v1|v2 (default auto)\n"
         "  --chunk L       paged-prefill, forward: new tokens per sequence (default 2048)\n"
-        "  --prefix L      paged-prefill, forward: cached tokens before the chunk (default 2048; forward: 0 =\n"
+        "  --prefix L      paged-prefill, forward: cached tokens before the chunk (default 2048; "
+        "forward: 0 =\n"
         "                  plain prefill)\n"
-        "  --decodes L     forward: decode sequences after the prefills, ctx tokens each (default 0)\n"
+        "  --decodes L     forward: decode sequences after the prefills, ctx tokens each (default "
+        "0)\n"
         "  --noncausal     prefill / paged-prefill without the causal mask\n"
         "  --bw-mib N      bytes read by the bandwidth test (default max(1 GiB, 8 x L3))\n"
         "  --limits G,B    skip the measurement: FMA peak G GFLOP/s, bandwidth B GB/s\n"
         "  -o md|csv|json  output format (default md)\n"
         "  --progress      progress lines on stderr\n"
         "  --huge-pages    advise buffers >= 4 MiB (KV cache, bandwidth array) as huge pages\n"
-        "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other modes.\n");
+        "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other "
+        "modes.\n");
 }
 
 static int parse_name(const char *s, const char *const *names, int n) {
@@ -1084,7 +1159,8 @@ static int parse_args(int argc, char **argv) {
 #endif
     memset(&g, 0, sizeof g);
     g.threads = one(T); g.S = one(2048); g.D = one(128); g.ctx = one(4096); g.bs = one(16);
-    g.chunk = one(2048); g.prefix = one(2048); g.decodes = one(0); g.dtype = one(ATTN_F32); g.kv_dtype = one(ATTN_F32);
+    g.chunk = one(2048); g.prefix = one(2048); g.decodes = one(0); g.dtype = one(ATTN_F32);
+    g.kv_dtype = one(ATTN_F32);
     g.version = one(ATTN_PAGED_AUTO);
     g.H = 32; g.Hk = 8; g.reps = 5; g.causal = 1;
     for (int i = 1; i < argc; i++) {
@@ -1116,15 +1192,19 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--dtype")) ok = parse_list(v, &g.dtype, 1);
         else if (!strcmp(a, "--kv-dtype")) ok = parse_list(v, &g.kv_dtype, 1);
         else if (!strcmp(a, "--version")) ok = parse_list(v, &g.version, 2);
-        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 5)) >= 0, g.isa = (attn_isa)(ok ? e : 0);
-        else if (!strcmp(a, "--gemm")) ok = (e = parse_name(v, gemms, 2)) >= 0, g.gemm = (attn_gemm)(ok ? e : 0);
+        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 5)) >= 0,
+        g.isa = (attn_isa)(ok ? e : 0);
+        else if (!strcmp(a, "--gemm")) ok = (e = parse_name(v, gemms, 2)) >= 0,
+        g.gemm = (attn_gemm)(ok ? e : 0);
         else if (!strcmp(a, "-o")) ok = (g.fmt = parse_name(v, fmts, 3)) >= 0;
         else if (!strcmp(a, "--bw-mib")) ok = (g.bw_mib = atof(v)) > 0;
-        else if (!strcmp(a, "--limits")) ok = sscanf(v, "%lf,%lf", &g.given_gflops, &g.given_gbs) == 2 &&
+        else if (!strcmp(a, "--limits")) ok = sscanf(v, "%lf,%lf", &g.given_gflops, &g.given_gbs) ==
+            2 &&
                                              g.given_gflops > 0 && g.given_gbs > 0;
         else ok = 0;
         if (!ok) {
-            fprintf(stderr, "attn_bench: bad argument '%s%s%s'\n", a, takes && v ? " " : "", takes && v ? v : "");
+            fprintf(stderr, "attn_bench: bad argument '%s%s%s'\n", a, takes &&
+                    v ? " " : "", takes && v ? v : "");
             usage(stderr);
             return 0;
         }
@@ -1154,8 +1234,10 @@ static void run_all(void) {
     g.cap_slow = 1;
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < 3; s++)
-            bench_prefill(32, 8, Ds[d], 1, Ss[s], Ss[s], 1, &f32_bf16, Ss[s] >= 8192 ? short_reps : g.reps);
-    for (int k = 0; k < 4; k++) bench_decode(32, 8, 128, 16, 64, 4096, kvs[k], &f32, &autov, g.reps);
+            bench_prefill(32, 8, Ds[d], 1, Ss[s], Ss[s], 1, &f32_bf16, Ss[s] >=
+                          8192 ? short_reps : g.reps);
+    for (int k = 0; k <
+         4; k++) bench_decode(32, 8, 128, 16, 64, 4096, kvs[k], &f32, &autov, g.reps);
     bench_decode(32, 8, 128, 16, 1, 32768, ATTN_F32, &f32, &autov, g.reps);
     bench_decode(32, 8, 128, 16, 256, 512, ATTN_F32, &f32, &autov, g.reps);
     bench_paged_prefill(32, 8, 128, 16, 1, 2048, 2048, 1, ATTN_F32, &f32, g.reps);
@@ -1170,7 +1252,8 @@ typedef void (*shape_fn)(const int *v);   /* v[DIM_*]; 0 for a dimension the mod
 
 static void for_each_shape(unsigned dims, int default_seqs, shape_fn fn) {
     ilist seqs = g.seqs.n ? g.seqs : one(default_seqs);
-    const ilist *l[NDIM] = {&g.kv_dtype, &g.D, &g.S, &g.bs, &seqs, &g.chunk, &g.prefix, &g.decodes, &g.ctx};
+    const ilist *l[NDIM] =
+            {&g.kv_dtype, &g.D, &g.S, &g.bs, &seqs, &g.chunk, &g.prefix, &g.decodes, &g.ctx};
     int at[NDIM] = {0}, v[NDIM], d;
     for (;;) {
         for (d = 0; d < NDIM; d++) v[d] = dims >> d & 1 ? l[d]->v[at[d]] : 0;
@@ -1187,16 +1270,19 @@ static void prefill_at(const int *v) {
     bench_prefill(g.H, g.Hk, v[DIM_D], v[DIM_SEQS], v[DIM_S], v[DIM_S], g.causal, &g.dtype, g.reps);
 }
 static void decode_at(const int *v) {
-    bench_decode(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CTX], (attn_dtype)v[DIM_KV], &g.dtype,
+    bench_decode(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CTX], (attn_dtype)v[DIM_KV],
+                 &g.dtype,
                  &g.version, g.reps);
 }
 static void paged_prefill_at(const int *v) {
-    bench_paged_prefill(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX], g.causal,
+    bench_paged_prefill(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX],
+                        g.causal,
                         (attn_dtype)v[DIM_KV], &g.dtype, g.reps);
 }
 static void forward_at(const int *v) {
     if (!v[DIM_DECODES] && v[DIM_CTX] != g.ctx.v[0]) return;  /* no decodes: ctx is not used */
-    bench_forward(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX], v[DIM_DECODES],
+    bench_forward(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX],
+                  v[DIM_DECODES],
                   v[DIM_CTX], (attn_dtype)v[DIM_KV], &g.dtype, g.reps);
 }
 
@@ -1212,11 +1298,14 @@ int main(int argc, char **argv) {
     print_header();
     if (g.modes & (M_PEAK | M_ALL)) peak_rows();
     if (g.modes & M_ALL) run_all();
-    if (g.modes & M_PREFILL) for_each_shape(1u << DIM_D | 1u << DIM_S | 1u << DIM_SEQS, 1, prefill_at);
+    if (g.modes & M_PREFILL) for_each_shape(1u << DIM_D | 1u << DIM_S | 1u << DIM_SEQS, 1,
+                                            prefill_at);
     if (g.modes & M_DECODE)
-        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX, 64, decode_at);
+        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX,
+                       64, decode_at);
     if (g.modes & M_PPREFILL)
-        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CHUNK | 1u << DIM_PREFIX,
+        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS |
+                           1u << DIM_CHUNK | 1u << DIM_PREFIX,
                        1, paged_prefill_at);
     if (g.modes & M_FORWARD) for_each_shape(~(1u << DIM_S), 1, forward_at);
     print_footer();

@@ -166,7 +166,8 @@ static int model_shard(model *m, int r, int n) {
     float *w = (float *)xmalloc(sizeof(float) * (V * D + 2 * L * D + D + (own_cls ? V * D : 0) +
                                                  L * (2 * qd * D + 2 * kd * D + 3 * F * D)));
     float *emb = w, *ra = emb + V * D, *rf = ra + L * D, *rfin = rf + L * D, *wq = rfin + D;
-    float *wk = wq + L * qd * D, *wv = wk + L * kd * D, *wo = wv + L * kd * D, *w1 = wo + L * D * qd;
+    float *wk = wq + L * qd * D, *wv = wk + L * kd * D, *wo = wv + L * kd * D,
+           *w1 = wo + L * D * qd;
     float *w2 = w1 + L * F * D, *w3 = w2 + L * D * F, *cls = w3 + L * F * D;
     memcpy(emb, m->emb, sizeof(float) * V * D);
     memcpy(ra, m->rms_att, sizeof(float) * L * D);
@@ -510,7 +511,8 @@ static int engine_init(engine *e, const model *m, const options *o, int max_seqs
     e->ex.error_msg = e->msg; e->ex.error_msg_bytes = sizeof e->msg;
     int bs = o->block_size, mb = (m->seq_len + bs - 1) / bs;
     size_t cb = attn_kv_cache_bytes(o->blocks, bs, m->kv_heads, m->hs, o->kv);
-    size_t pb = attn_block_pool_bytes(o->blocks), bb = attn_batch_bytes(max_seqs, o->batch_tokens, mb);
+    size_t pb = attn_block_pool_bytes(o->blocks),
+           bb = attn_batch_bytes(max_seqs, o->batch_tokens, mb);
     if (!cb || !pb || !bb) { fprintf(stderr, "bad cache, pool or batch sizes\n"); return 0; }
     e->cache = (attn_kv_cache *)xmalloc(sizeof *e->cache * (size_t)m->layers);
     e->cache_mem = (void **)xmalloc(sizeof(void *) * (size_t)m->layers);
@@ -524,10 +526,12 @@ static int engine_init(engine *e, const model *m, const options *o, int max_seqs
     }
     size_t T = (size_t)o->batch_tokens, D = (size_t)m->dim, F = (size_t)m->hidden;
     e->x = (float *)xmalloc(sizeof(float) * T * D); e->xb = (float *)xmalloc(sizeof(float) * T * D);
-    e->q = (float *)xmalloc(sizeof(float) * T * D); e->att = (float *)xmalloc(sizeof(float) * T * D);
+    e->q = (float *)xmalloc(sizeof(float) * T * D);
+    e->att = (float *)xmalloc(sizeof(float) * T * D);
     e->k = (float *)xmalloc(sizeof(float) * T * (size_t)m->kvd);
     e->v = (float *)xmalloc(sizeof(float) * T * (size_t)m->kvd);
-    e->h1 = (float *)xmalloc(sizeof(float) * T * F); e->h3 = (float *)xmalloc(sizeof(float) * T * F);
+    e->h1 = (float *)xmalloc(sizeof(float) * T * F);
+    e->h3 = (float *)xmalloc(sizeof(float) * T * F);
     e->xl = (float *)xmalloc(sizeof(float) * (size_t)max_seqs * D);
     e->logits = (float *)xmalloc(sizeof(float) * (size_t)max_seqs * (size_t)m->vocab);
     e->probs = (float *)xmalloc(sizeof(float) * (size_t)m->vocab);
@@ -561,7 +565,9 @@ static int prefill_system(engine *e, attn_seq *root, stats *st) {
                     e->batch.error_msg);
             return 0;
         }
-        for (int j = 0; j < take; j++) { e->ptok[j] = o->sys_tok[start + j]; e->ppos[j] = start + j; }
+        for (int j = 0; j < take; j++) {
+            e->ptok[j] = o->sys_tok[start + j]; e->ppos[j] = start + j;
+        }
         double t0 = now_s();
         if (!forward(e, &md, take, 0, NULL, st) || !ranks_agree(e, &md, take)) return 0;
         st->t_prefill += now_s() - t0;
@@ -595,8 +601,11 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         c->admitted = -1;
         c->table = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)mb);
         attn_seq_init(&c->seq, c->table, mb);
-        c->rng = o->seed * 0x9e3779b97f4a7c15ull + (unsigned long long)(p * 1000003 + c->index * 7919 + 1);
-        c->logit_log = o->dump ? (float *)xmalloc(sizeof(float) * (size_t)c->max_gen * (size_t)m->vocab)
+        c->rng =
+                o->seed * 0x9e3779b97f4a7c15ull
+                    + (unsigned long long)(p * 1000003 + c->index * 7919 + 1);
+        c->logit_log = o->dump
+                       ? (float *)xmalloc(sizeof(float) * (size_t)c->max_gen * (size_t)m->vocab)
                                : NULL;
         need_blocks += (c->n_prompt + c->max_gen + bs - 1) / bs + 1;
     }
@@ -670,12 +679,15 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 who[n] = order[j]; num_new[n] = take; n++; npf++; used += take;
             }
             for (int j = 0; j < nd; j++) { who[n] = dec[j]; num_new[n] = 1; n++; }
-            for (int j = 0; j < n; j++) { seqs[j] = &s[who[j]].seq; start[j] = (int)s[who[j]].seq.len; }
+            for (int j = 0; j < n; j++) {
+                seqs[j] = &s[who[j]].seq; start[j] = (int)s[who[j]].seq.len;
+            }
             if (n == 0) break;
             attn_status bst = attn_batch_build(&e.batch, &e.pool, seqs, num_new, n, &md);
             if (bst == ATTN_OK) break;
             if (bst != ATTN_ERR_OUT_OF_BLOCKS) {
-                fprintf(stderr, "attn_batch_build: %s: %s\n", attn_status_str(bst), e.batch.error_msg);
+                fprintf(stderr, "attn_batch_build: %s: %s\n", attn_status_str(bst),
+                        e.batch.error_msg);
                 ok = 0;
                 break;
             }
@@ -758,7 +770,8 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
     attn_seq_release(&e.pool, &root);
     free(root_table);
     if (ok && attn_block_pool_used_count(&e.pool) != 0) {
-        fprintf(stderr, "blocks still in use at the end: %d\n", attn_block_pool_used_count(&e.pool));
+        fprintf(stderr, "blocks still in use at the end: %d\n",
+                attn_block_pool_used_count(&e.pool));
         ok = 0;
     }
     free(seqs); free(num_new); free(who); free(start); free(lrows); free(lwho); free(order);
@@ -802,7 +815,9 @@ static int tok_load(tokenizer *t, const char *path, int vocab) {
         t->sorted[i].s = t->piece[i]; t->sorted[i].id = i;
     }
     fclose(f);
-    if (!ok) { fprintf(stderr, "%s: not a tokenizer for a vocabulary of %d\n", path, vocab); return 0; }
+    if (!ok) {
+        fprintf(stderr, "%s: not a tokenizer for a vocabulary of %d\n", path, vocab); return 0;
+    }
     qsort(t->sorted, (size_t)vocab, sizeof(tok_entry), by_str);
     return 1;
 }
@@ -814,7 +829,8 @@ static void tok_free(tokenizer *t) {
 
 static int tok_lookup(const tokenizer *t, const char *s) {
     tok_entry key = {s, 0};
-    const tok_entry *r = (const tok_entry *)bsearch(&key, t->sorted, (size_t)t->n, sizeof key, by_str);
+    const tok_entry *r =
+            (const tok_entry *)bsearch(&key, t->sorted, (size_t)t->n, sizeof key, by_str);
     return r ? r->id : -1;
 }
 
@@ -894,10 +910,12 @@ static void dump(FILE *f, const model *m, const sample *s, int ns, const options
     for (int i = 0; i < ns; i++) {
         const sample *c = &s[i];
         fprintf(f, "sample %d %d %d %d\n", c->prompt, c->index, c->n_prompt, c->n_gen);
-        for (int j = 0; j < c->n_tok; j++) fprintf(f, "%d%c", c->tok[j], j + 1 < c->n_tok ? ' ' : '\n');
+        for (int j = 0; j < c->n_tok; j++) fprintf(f, "%d%c", c->tok[j], j + 1 <
+                                                   c->n_tok ? ' ' : '\n');
         for (int g = 0; g < c->n_gen; g++)
             for (int v = 0; v < m->vocab; v++)
-                fprintf(f, "%.7g%c", c->logit_log[(size_t)g * m->vocab + v], v + 1 < m->vocab ? ' ' : '\n');
+                fprintf(f, "%.7g%c", c->logit_log[(size_t)g * m->vocab + v], v + 1 <
+                        m->vocab ? ' ' : '\n');
     }
 }
 
@@ -930,7 +948,8 @@ static void options_default(options *o) {
     o->threads = omp_get_max_threads();
 #endif
     o->batch_tokens = 256; o->max_seqs = 16; o->block_size = 16; o->n_samples = 1;
-    o->max_new = 32; o->top_p = 0.9f; o->seed = 42; o->kv = ATTN_F32; o->backend = ATTN_BACKEND_SDPA;
+    o->max_new = 32; o->top_p = 0.9f; o->seed = 42; o->kv = ATTN_F32;
+    o->backend = ATTN_BACKEND_SDPA;
 }
 
 static void set_threads(int n) {
@@ -986,7 +1005,8 @@ static int self_check(void) {
         if (!same) printf("FAILED: prompt %d sample %d differs from the prompt served alone\n", p,
                           s[i].index);
         all_ok &= same;
-        for (int j = s[i].n_prompt + 1; j < s[i].n_tok; j++) distinct |= s[i].tok[j] != s[i].tok[j - 1];
+        for (int j = s[i].n_prompt + 1; j < s[i].n_tok; j++) distinct |= s[i].tok[j] !=
+            s[i].tok[j - 1];
         free_samples(r, 1);
     }
     if (!st.preemptions || !st.forks || !st.cow_copies || !distinct) {
@@ -1041,7 +1061,9 @@ static int run(int argc, char **argv) {
             else { fprintf(stderr, "unknown --backend %s (sdpa or ipex)\n", v); return 1; }
         } else { fprintf(stderr, "unknown flag %s\n", a); return 1; }
     }
-    if (!ckpt) { fprintf(stderr, "usage: llama model.bin [options]; see the top of llama.c\n"); return 1; }
+    if (!ckpt) {
+        fprintf(stderr, "usage: llama model.bin [options]; see the top of llama.c\n"); return 1;
+    }
     if (o.n_samples < 1 || o.max_new < 1 || o.chunk < 0 || o.batch_tokens < 1 || o.max_seqs < 1 ||
         o.block_size < 1 || o.blocks < 0 || o.threads < 1) {
         fprintf(stderr, "-n, -m, --batch-tokens, --max-seqs, --block-size, --threads must be >= 1; "
@@ -1084,7 +1106,8 @@ static int run(int argc, char **argv) {
     for (int i = 0; i < nlines; i++) all[n_all++] = lines[i];
     if (n_all == 0) for (int i = 0; i < 5; i++) all[n_all++] = defaults[i];
     int **ptok = (int **)xmalloc(sizeof(int *) * (size_t)n_all);
-    int *plen = (int *)xmalloc(sizeof(int) * (size_t)n_all), *arr = (int *)xmalloc(sizeof(int) * (size_t)n_all);
+    int *plen = (int *)xmalloc(sizeof(int) * (size_t)n_all),
+         *arr = (int *)xmalloc(sizeof(int) * (size_t)n_all);
     const char *ap = arrive;
     for (int i = 0; i < n_all; i++) {
         ptok[i] = (int *)xmalloc(sizeof(int) * (strlen(all[i]) + 3));
@@ -1104,7 +1127,9 @@ static int run(int argc, char **argv) {
         o.sys_tok = sys_tok;
     }
     if (dump_path && g_rank == 0) o.dump = fopen(dump_path, "w");  /* rank 0 has the logits */
-    if (!all_ranks(!dump_path || g_rank != 0 || o.dump)) { fprintf(stderr, "cannot write %s\n", dump_path); return 1; }
+    if (!all_ranks(!dump_path || g_rank != 0 || o.dump)) {
+        fprintf(stderr, "cannot write %s\n", dump_path); return 1;
+    }
     sample *s;
     stats st;
     int ok = serve(&m, &o, n_all, ptok, plen, arr, &s, &st);
@@ -1119,7 +1144,8 @@ static int run(int argc, char **argv) {
                     tok_print(t, c->tok[j - 1], c->tok[j]);
                 }
             } else {
-                for (int j = 0; j < c->n_tok; j++) printf("%s%d", j == c->n_prompt ? " | " : j ? " " : "", c->tok[j]);
+                for (int j = 0; j < c->n_tok; j++) printf("%s%d", j ==
+                        c->n_prompt ? " | " : j ? " " : "", c->tok[j]);
             }
             printf("%s\n", c->dropped ? " [dropped]" : "");
         }

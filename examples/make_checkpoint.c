@@ -101,7 +101,8 @@ static int write_tokenizer(int vocab, const char *path) {
     int ok = fwrite(&max_len, sizeof max_len, 1, f) == 1, id = 0;
     char s[16];
     static const char *special[3] = {"<unk>", "<s>", "</s>"};
-    for (; ok && id < 3 && id < vocab; id++) ok = put_token(f, special[id], (int)strlen(special[id]), 0.0f);
+    for (; ok && id < 3 &&
+         id < vocab; id++) ok = put_token(f, special[id], (int)strlen(special[id]), 0.0f);
     for (int b = 0; ok && b < 256 && id < vocab; b++, id++) {
         sprintf(s, "<0x%02X>", b);
         ok = put_token(f, s, 6, 0.0f);

@@ -82,10 +82,12 @@ static void rot(double *v, int n_heads, int pos) {
 static void run(const int *tokens, int n, double *logits) {
     double *K = (double *)malloc(sizeof(double) * (size_t)layers * n * kvd);
     double *V = (double *)malloc(sizeof(double) * (size_t)layers * n * kvd);
-    double *x = (double *)malloc(sizeof(double) * dim), *xb = (double *)malloc(sizeof(double) * dim);
+    double *x = (double *)malloc(sizeof(double) * dim),
+            *xb = (double *)malloc(sizeof(double) * dim);
     double *q = (double *)malloc(sizeof(double) * dim), *o = (double *)malloc(sizeof(double) * dim);
     double *t = (double *)malloc(sizeof(double) * dim), *s = (double *)malloc(sizeof(double) * n);
-    double *a = (double *)malloc(sizeof(double) * hidden), *b = (double *)malloc(sizeof(double) * hidden);
+    double *a = (double *)malloc(sizeof(double) * hidden),
+            *b = (double *)malloc(sizeof(double) * hidden);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < dim; i++) x[i] = emb[(size_t)tokens[p] * dim + i];
         for (int l = 0; l < layers; l++) {
@@ -101,7 +103,8 @@ static void run(const int *tokens, int n, double *logits) {
                 double mx = -1e300, sum = 0.0;
                 for (int j = 0; j <= p; j++) {
                     double d = 0.0;
-                    for (int e = 0; e < hs; e++) d += q[h * hs + e] * kc[(size_t)j * kvd + kh * hs + e];
+                    for (int e = 0; e < hs; e++) d +=
+                            q[h * hs + e] * kc[(size_t)j * kvd + kh * hs + e];
                     s[j] = d / sqrt((double)hs);
                     if (s[j] > mx) mx = s[j];
                 }
@@ -146,9 +149,13 @@ int main(int argc, char **argv) {
     float *lg = (float *)malloc(sizeof(float) * (size_t)vocab);
     for (int i = 0; i < ns; i++) {
         int pr, idx, np, ng;
-        if (fscanf(f, " sample %d %d %d %d", &pr, &idx, &np, &ng) != 4) { printf("FAIL: bad dump\n"); return 1; }
+        if (fscanf(f, " sample %d %d %d %d", &pr, &idx, &np, &ng) != 4) {
+            printf("FAIL: bad dump\n"); return 1;
+        }
         int n = np + ng, *tok = (int *)malloc(sizeof(int) * (size_t)n);
-        for (int j = 0; j < n; j++) if (fscanf(f, "%d", &tok[j]) != 1) { printf("FAIL: bad dump\n"); return 1; }
+        for (int j = 0; j < n; j++) if (fscanf(f, "%d", &tok[j]) != 1) {
+            printf("FAIL: bad dump\n"); return 1;
+        }
         double *ref = (double *)malloc(sizeof(double) * (size_t)n * vocab);
         run(tok, n > 1 ? n - 1 : 1, ref);
         for (int g = 0; g < ng; g++, rows++) {
@@ -164,19 +171,22 @@ int main(int argc, char **argv) {
             for (int v = 0; v < vocab; v++) if (v != ra && (r2 < 0 || r[v] > r[r2])) r2 = v;
             int tie = r[ra] - r[r2] < 2 * tol, tk = tok[np + g];
             if (greedy && tk != la) {
-                printf("FAIL: sample %d.%d token %d is %d, not the argmax %d of its logits\n", pr, idx, g, tk, la);
+                printf("FAIL: sample %d.%d token %d is %d, not the argmax %d of its logits\n", pr,
+                       idx, g, tk, la);
                 bad++;
             }
             if (greedy && tk != ra) {
                 if (tie && (g > 0 || first_ties)) ties++;
                 else {
-                    printf("FAIL: sample %d.%d token %d is %d, the reference's argmax is %d (margin %.4f)\n",
+                    printf("FAIL: sample %d.%d token %d is %d, the reference's argmax is %d "
+                           "(margin %.4f)\n",
                            pr, idx, g, tk, ra, r[ra] - r[r2]);
                     bad++;
                 }
             }
         }
-        if (greedy && pr == prev_prompt && (prev_n != n || memcmp(prev_tok, tok, sizeof(int) * (size_t)n))) {
+        if (greedy && pr == prev_prompt &&
+            (prev_n != n || memcmp(prev_tok, tok, sizeof(int) * (size_t)n))) {
             printf("FAIL: greedy samples %d.0 and %d.%d differ\n", pr, pr, idx);
             bad++;
         }

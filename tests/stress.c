@@ -40,7 +40,9 @@ static uint64_t rnd(uint64_t *s) {  /* splitmix64 */
 static float uni(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0));
 }
-static int rint_in(uint64_t *s, int lo, int hi) { return lo + (int)(rnd(s) % (uint64_t)(hi - lo + 1)); }
+static int rint_in(uint64_t *s, int lo, int hi) {
+    return lo + (int)(rnd(s) % (uint64_t)(hi - lo + 1));
+}
 static void *xalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) { fprintf(stderr, "out of memory (%zu bytes)\n", n); exit(2); }
@@ -70,7 +72,8 @@ static size_t cache_at(const attn_kv_cache *c, int64_t slot, int h, int d) {
     return (size_t)(((b * c->num_kv_heads + h) * c->block_size + o) * c->head_size + d);
 }
 /* |got - want| <= atol + rtol |want| for n outputs; returns the number outside, and the worst. */
-static long compare(const float *got, const double *want, size_t n, double atol, double rtol, double *worst) {
+static long compare(const float *got, const double *want, size_t n, double atol, double rtol,
+                    double *worst) {
     long bad = 0;
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - want[i]);
@@ -115,9 +118,12 @@ static int case_context(void) {
     if (attn_kv_cache_init(&cache, nb, BS, HK, D, dt, 1, 1, cmem, cbytes) != ATTN_OK) return 1;
     int32_t *table = shuffled_blocks(&rng, nb);
     /* the model: every key and value as stored, token-major [L][Hk*D] */
-    float *kf = (float *)xalloc(sizeof(float) * (size_t)L * kw), *vf = (float *)xalloc(sizeof(float) * (size_t)L * kw);
-    float *kr = (float *)xalloc(sizeof(float) * (size_t)CHUNK * kw), *vr = (float *)xalloc(sizeof(float) * (size_t)CHUNK * kw);
-    float *q = (float *)xalloc(sizeof(float) * (size_t)CHUNK * qw), *out = (float *)xalloc(sizeof(float) * (size_t)CHUNK * qw);
+    float *kf = (float *)xalloc(sizeof(float) * (size_t)L * kw),
+           *vf = (float *)xalloc(sizeof(float) * (size_t)L * kw);
+    float *kr = (float *)xalloc(sizeof(float) * (size_t)CHUNK * kw),
+           *vr = (float *)xalloc(sizeof(float) * (size_t)CHUNK * kw);
+    float *q = (float *)xalloc(sizeof(float) * (size_t)CHUNK * qw),
+           *out = (float *)xalloc(sizeof(float) * (size_t)CHUNK * qw);
     int64_t *slots = (int64_t *)xalloc(sizeof(int64_t) * CHUNK);
     double want[H * D], worst = 0;
     long bad = 0, checked = 0;
@@ -126,17 +132,22 @@ static int case_context(void) {
     for (int c0 = 0; c0 < L; c0 += CHUNK) {
         for (size_t i = 0; i < (size_t)CHUNK * kw; i++) {
             kr[i] = uni(&rng, -1, 1); vr[i] = uni(&rng, -1, 1);
-            kf[(size_t)c0 * kw + i] = as_stored(dt, kr[i], 1); vf[(size_t)c0 * kw + i] = as_stored(dt, vr[i], 1);
+            kf[(size_t)c0 * kw + i] = as_stored(dt, kr[i], 1);
+            vf[(size_t)c0 * kw + i] = as_stored(dt, vr[i], 1);
         }
         for (size_t i = 0; i < (size_t)CHUNK * qw; i++) q[i] = uni(&rng, -1, 1);
-        for (int t = 0; t < CHUNK; t++) slots[t] = (int64_t)table[(c0 + t) / BS] * BS + (c0 + t) % BS;
-        attn_rows rk = {kr, ATTN_F32, 0}, rv = {vr, ATTN_F32, 0}, rq = {q, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+        for (int t = 0; t < CHUNK; t++) slots[t] =
+                (int64_t)table[(c0 + t) / BS] * BS + (c0 + t) % BS;
+        attn_rows rk = {kr, ATTN_F32, 0}, rv = {vr, ATTN_F32, 0}, rq = {q, ATTN_F32, 0},
+                  ro = {out, ATTN_F32, 0};
         fails += attn_write_kv(&cache, rk, rv, slots, CHUNK, &e) != ATTN_OK;
         int32_t qsl[2] = {0, CHUNK}, len[1] = {c0 + CHUNK};
         size_t wsb = attn_paged_prefill_workspace_size(&p, &e, &cache, qsl, len, 1);
         void *ws = xalloc(wsb);
         double t1 = now();
-        fails += attn_paged_prefill(&p, &e, rq, ro, &cache, table, nb, qsl, len, 1, 1, NULL, ws, wsb) != ATTN_OK;
+        fails +=
+                attn_paged_prefill(&p, &e, rq, ro, &cache, table, nb, qsl, len, 1, 1, NULL, ws,
+                                   wsb) != ATTN_OK;
         t_prefill += now() - t1;
         free(ws);
         t1 = now();
@@ -150,31 +161,41 @@ static int case_context(void) {
         t_ref += now() - t1;
     }
     printf("context %d: chunked prefill (%d-token chunks) %.1f s, %ld sampled outputs, %ld outside "
-           "tolerance (worst |error| %.2g), reference %.1f s\n", L, CHUNK, t_prefill, checked, bad, worst, t_ref);
+           "tolerance (worst |error| %.2g), reference %.1f s\n", L, CHUNK, t_prefill, checked, bad,
+           worst, t_ref);
     fails += bad != 0;
     /* decode: one more query at position L - 1 over all L keys, v2, then v1 and one thread */
     float *o1 = (float *)xalloc(sizeof(float) * qw), *o2 = (float *)xalloc(sizeof(float) * qw);
     for (int i = 0; i < qw; i++) q[i] = uni(&rng, -1, 1);
     int32_t len[1] = {L};
-    attn_rows rq = {q, ATTN_F32, 0}, r2 = {out, ATTN_F32, 0}, r1 = {o1, ATTN_F32, 0}, rs = {o2, ATTN_F32, 0};
+    attn_rows rq = {q, ATTN_F32, 0}, r2 = {out, ATTN_F32, 0}, r1 = {o1, ATTN_F32, 0},
+              rs = {o2, ATTN_F32, 0};
     attn_exec e1 = exec_threads(1);
     size_t wsb = attn_paged_decode_workspace_size(&p, &e, &cache, len, 1, ATTN_PAGED_V2);
     size_t wsb1 = attn_paged_decode_workspace_size(&p, &e1, &cache, len, 1, ATTN_PAGED_V1);
     void *ws = xalloc(wsb > wsb1 ? wsb : wsb1);
     double t1 = now();
-    fails += attn_paged_decode(&p, &e, rq, r2, &cache, table, nb, len, 1, ATTN_PAGED_V2, NULL, ws, wsb) != ATTN_OK;
+    fails +=
+            attn_paged_decode(&p, &e, rq, r2, &cache, table, nb, len, 1, ATTN_PAGED_V2, NULL, ws,
+                              wsb) != ATTN_OK;
     double t_dec = now() - t1;
-    fails += attn_paged_decode(&p, &e, rq, r1, &cache, table, nb, len, 1, ATTN_PAGED_V1, NULL, ws, wsb) != ATTN_OK;
-    fails += attn_paged_decode(&p, &e1, rq, rs, &cache, table, nb, len, 1, ATTN_PAGED_V2, NULL, ws, wsb1) != ATTN_OK;
+    fails +=
+            attn_paged_decode(&p, &e, rq, r1, &cache, table, nb, len, 1, ATTN_PAGED_V1, NULL, ws,
+                              wsb) != ATTN_OK;
+    fails +=
+            attn_paged_decode(&p, &e1, rq, rs, &cache, table, nb, len, 1, ATTN_PAGED_V2, NULL, ws,
+                              wsb1) != ATTN_OK;
     int same = !memcmp(out, o1, sizeof(float) * qw) && !memcmp(out, o2, sizeof(float) * qw);
     worst = 0;
     ref_attention(&p, 1, 1, L, q, 0, kf, 0, vf, 0, want, NULL);
     bad = compare(out, want, (size_t)qw, 2e-5, 1e-3, &worst);
-    printf("context %d: decode v2 %.3f s, %d outputs, %ld outside tolerance (worst |error| %.2g), v1 and "
+    printf("context %d: decode v2 %.3f s, %d outputs, %ld outside tolerance (worst |error| %.2g), "
+           "v1 and "
            "1 thread %s\n", L, t_dec, qw, bad, worst, same ? "bitwise equal" : "DIFFER");
     fails += bad != 0 || !same;
     free(ws); free(o1); free(o2);
-    free(cmem); free(table); free(kf); free(vf); free(kr); free(vr); free(q); free(out); free(slots);
+    free(cmem); free(table); free(kf); free(vf); free(kr); free(vr); free(q); free(out);
+    free(slots);
     printf("context: %s in %.1f s\n", fails ? "FAILED" : "passed", now() - t0);
     return fails != 0;
 }
@@ -198,7 +219,8 @@ static int case_batch(void) {
     void *cmem = xalloc(cbytes);
     attn_kv_cache cache;
     if (attn_kv_cache_init(&cache, total, BS, HK, D, dt, 1, 1, cmem, cbytes) != ATTN_OK) return 1;
-    int32_t *perm = shuffled_blocks(&rng, total), *tables = (int32_t *)calloc((size_t)N * max_blocks, sizeof(int32_t));
+    int32_t *perm = shuffled_blocks(&rng, total),
+             *tables = (int32_t *)calloc((size_t)N * max_blocks, sizeof(int32_t));
     for (int s = 0, next = 0; s < N; s++)
         for (int b = 0; b < (lens[s] + BS - 1) / BS; b++) tables[s * max_blocks + b] = perm[next++];
     /* every slot random, straight into the cache */
@@ -209,7 +231,8 @@ static int case_batch(void) {
     }
     float *q = (float *)xalloc(sizeof(float) * N * qw), *o[4];
     for (size_t i = 0; i < (size_t)N * qw; i++) q[i] = uni(&rng, -1, 1);
-    static const attn_paged_version vers[4] = {ATTN_PAGED_AUTO, ATTN_PAGED_V1, ATTN_PAGED_V2, ATTN_PAGED_V2};
+    static const attn_paged_version vers[4] =
+            {ATTN_PAGED_AUTO, ATTN_PAGED_V1, ATTN_PAGED_V2, ATTN_PAGED_V2};
     double t_call[4];
     int fails = 0;
     for (int k = 0; k < 4; k++) {  /* auto, v1, v2 on all threads; v2 on one */
@@ -219,14 +242,17 @@ static int case_batch(void) {
         o[k] = (float *)xalloc(sizeof(float) * N * qw);
         attn_rows rq = {q, ATTN_F32, 0}, ro = {o[k], ATTN_F32, 0};
         double t1 = now();
-        fails += attn_paged_decode(&p, &e, rq, ro, &cache, tables, max_blocks, lens, N, vers[k], NULL, ws, wsb) != ATTN_OK;
+        fails +=
+                attn_paged_decode(&p, &e, rq, ro, &cache, tables, max_blocks, lens, N, vers[k],
+                                  NULL, ws, wsb) != ATTN_OK;
         t_call[k] = now() - t1;
         free(ws);
     }
     int same = 1;
     for (int k = 1; k < 4; k++) same &= !memcmp(o[0], o[k], sizeof(float) * N * qw);
     /* the reference, sequence by sequence */
-    float *k = (float *)xalloc(sizeof(float) * MAXLEN * kw), *v = (float *)xalloc(sizeof(float) * MAXLEN * kw);
+    float *k = (float *)xalloc(sizeof(float) * MAXLEN * kw),
+           *v = (float *)xalloc(sizeof(float) * MAXLEN * kw);
     double want[H * D], worst = 0;
     long bad = 0;
     for (int s = 0; s < N; s++) {
@@ -234,15 +260,20 @@ static int case_batch(void) {
             for (int h = 0; h < HK; h++)
                 for (int d = 0; d < D; d++) {
                     int64_t slot = (int64_t)tables[s * max_blocks + t / BS] * BS + t % BS;
-                    k[(size_t)t * kw + h * D + d] = cache_get(&cache, cache.key, cache_at(&cache, slot, h, d), 1);
-                    v[(size_t)t * kw + h * D + d] = cache_get(&cache, cache.value, cache_at(&cache, slot, h, d), 1);
+                    k[(size_t)t * kw + h * D + d] =
+                            cache_get(&cache, cache.key, cache_at(&cache, slot, h, d), 1);
+                    v[(size_t)t * kw + h * D + d] =
+                            cache_get(&cache, cache.value, cache_at(&cache, slot, h, d), 1);
                 }
         ref_attention(&p, 1, 1, lens[s], q + (size_t)s * qw, 0, k, 0, v, 0, want, NULL);
         bad += compare(o[0] + (size_t)s * qw, want, (size_t)qw, 2e-5, 1e-3, &worst);
     }
-    printf("batch %d sequences (%d tokens, lengths 1..%d): auto %.3f s, v1 %.3f s, v2 %.3f s, v2 on 1 thread "
-           "%.3f s; %ld of %d outputs outside tolerance (worst |error| %.2g); v1, v2, auto, 1 thread %s\n",
-           N, (int)(elems / kw), MAXLEN, t_call[0], t_call[1], t_call[2], t_call[3], bad, N * qw, worst,
+    printf("batch %d sequences (%d tokens, lengths 1..%d): auto %.3f s, v1 %.3f s, v2 %.3f s, v2 "
+           "on 1 thread "
+           "%.3f s; %ld of %d outputs outside tolerance (worst |error| %.2g); v1, v2, auto, 1 "
+           "thread %s\n",
+           N, (int)(elems / kw), MAXLEN, t_call[0], t_call[1], t_call[2], t_call[3], bad, N * qw,
+           worst,
            same ? "bitwise equal" : "DIFFER");
     fails += bad != 0 || !same;
     for (int i = 0; i < 4; i++) free(o[i]);
@@ -264,7 +295,8 @@ typedef struct sv_req {
     float k[SV_MAXLEN * SV_KW], v[SV_MAXLEN * SV_KW];  /* every token's K/V rows, as given */
 } sv_req;
 
-typedef struct sv_stats { long steps, tokens, prefills, decodes, forks, cows, truncations, finishes, preemptions,
+typedef struct sv_stats { long steps, tokens, prefills, decodes, forks, cows, truncations, finishes,
+                         preemptions,
                           exhausted, outputs, bad; double worst, t_forward; } sv_stats;
 
 /* The pool's counts against the tables: each refcount is the number of live table entries that
@@ -293,8 +325,10 @@ static long sv_cache_matches(const attn_kv_cache *c, const sv_req *req) {
             for (int h = 0; h < SV_HK; h++)
                 for (int d = 0; d < SV_D; d++) {
                     size_t at = cache_at(c, slot, h, d);
-                    bad += cache_get(c, c->key, at, c->k_scale) != as_stored(c->dtype, q->k[t * SV_KW + h * SV_D + d], c->k_scale);
-                    bad += cache_get(c, c->value, at, c->v_scale) != as_stored(c->dtype, q->v[t * SV_KW + h * SV_D + d], c->v_scale);
+                    bad += cache_get(c, c->key, at, c->k_scale) !=
+                        as_stored(c->dtype, q->k[t * SV_KW + h * SV_D + d], c->k_scale);
+                    bad += cache_get(c, c->value, at, c->v_scale) !=
+                        as_stored(c->dtype, q->v[t * SV_KW + h * SV_D + d], c->v_scale);
                 }
         }
     }
@@ -308,13 +342,16 @@ static int case_serving(void) {
     uint64_t rng = 3;
     double t0 = now();
     attn_params p; memset(&p, 0, sizeof p);
-    p.num_heads = SV_H; p.num_kv_heads = SV_HK; p.head_size = SV_D; p.sliding_window = 100; p.logits_soft_cap = 30;
-    size_t cbytes = attn_kv_cache_bytes(SV_BLOCKS, SV_BS, SV_HK, SV_D, dt), pbytes = attn_block_pool_bytes(SV_BLOCKS);
+    p.num_heads = SV_H; p.num_kv_heads = SV_HK; p.head_size = SV_D; p.sliding_window = 100;
+    p.logits_soft_cap = 30;
+    size_t cbytes = attn_kv_cache_bytes(SV_BLOCKS, SV_BS, SV_HK, SV_D, dt),
+           pbytes = attn_block_pool_bytes(SV_BLOCKS);
     void *cmem = xalloc(cbytes), *pmem = xalloc(pbytes);
     attn_kv_cache cache;
     attn_block_pool pool;
     attn_layer layer;
-    if (attn_kv_cache_init(&cache, SV_BLOCKS, SV_BS, SV_HK, SV_D, dt, 1, 1, cmem, cbytes) != ATTN_OK ||
+    if (attn_kv_cache_init(&cache, SV_BLOCKS, SV_BS, SV_HK, SV_D, dt, 1, 1, cmem, cbytes) !=
+        ATTN_OK ||
         attn_block_pool_init(&pool, SV_BLOCKS, SV_BS, pmem, pbytes) != ATTN_OK ||
         attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK)
         return 1;
@@ -323,9 +360,11 @@ static int case_serving(void) {
     sv_stats st; memset(&st, 0, sizeof st);
     int order[SV_REQS], nq[SV_REQS], fails = 0;
     float *q = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_QW);
-    float *kr = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_KW), *vr = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_KW);
+    float *kr = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_KW),
+           *vr = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_KW);
     float *out = (float *)xalloc(sizeof(float) * SV_REQS * SV_CHUNK * SV_QW);
-    float *kf = (float *)xalloc(sizeof(float) * SV_MAXLEN * SV_KW), *vf = (float *)xalloc(sizeof(float) * SV_MAXLEN * SV_KW);
+    float *kf = (float *)xalloc(sizeof(float) * SV_MAXLEN * SV_KW),
+           *vf = (float *)xalloc(sizeof(float) * SV_MAXLEN * SV_KW);
     double *want = (double *)xalloc(sizeof(double) * SV_CHUNK * SV_QW);
     void *ws = NULL;
     size_t ws_bytes = 0;
@@ -339,11 +378,14 @@ static int case_serving(void) {
                    eighth of the pool must be free (else the request arrives later); growth
                    still exhausts the pool, and preemption recovers */
                 int prompt = rint_in(&rng, 1, 120);
-                if (attn_block_pool_free_count(&pool) < (prompt + SV_BS - 1) / SV_BS + SV_BLOCKS / 8) continue;
+                if (attn_block_pool_free_count(&pool) <
+                    (prompt + SV_BS - 1) / SV_BS + SV_BLOCKS / 8) continue;
                 x->live = 1;
                 x->total = prompt;
                 x->max_total = x->total + rint_in(&rng, 1, SV_MAXLEN - x->total);
-                for (int i = 0; i < x->total * SV_KW; i++) { x->k[i] = uni(&rng, -1, 1); x->v[i] = uni(&rng, -1, 1); }
+                for (int i = 0; i < x->total * SV_KW; i++) {
+                    x->k[i] = uni(&rng, -1, 1); x->v[i] = uni(&rng, -1, 1);
+                }
                 attn_seq_init(&x->seq, x->table, SV_MAXB);
             } else if (x->live && x->seq.len == x->max_total) {
                 sv_release(&pool, x);
@@ -405,11 +447,13 @@ static int case_serving(void) {
                     }
                     st.exhausted++;
                     if (victim < 0) break;
-                    sv_release(&pool, &req[victim]);  /* its tokens are known: prefilled again later */
+                    sv_release(&pool, &req[victim]);  /* its tokens are known: prefilled again
+                                                         later */
                     st.preemptions++;
                     s = attn_seq_append(&pool, &x->seq, m, slots + tokens, cow, &n_cow);
                 }
-                if (s == ATTN_ERR_OUT_OF_BLOCKS) { st.exhausted += prefill; continue; }  /* a later step */
+                /* a later step */
+                if (s == ATTN_ERR_OUT_OF_BLOCKS) { st.exhausted += prefill; continue; }
                 if (s != ATTN_OK) { fails++; continue; }
                 if (n_cow) {  /* copy-on-write before the new tokens are written */
                     attn_kv_cache *layers[1] = {&cache};
@@ -424,8 +468,10 @@ static int case_serving(void) {
                     x->total++;
                 }
                 int first = (int)x->seq.len - m;
-                memcpy(kr + (size_t)tokens * SV_KW, x->k + (size_t)first * SV_KW, sizeof(float) * (size_t)m * SV_KW);
-                memcpy(vr + (size_t)tokens * SV_KW, x->v + (size_t)first * SV_KW, sizeof(float) * (size_t)m * SV_KW);
+                memcpy(kr + (size_t)tokens * SV_KW, x->k + (size_t)first * SV_KW,
+                       sizeof(float) * (size_t)m * SV_KW);
+                memcpy(vr + (size_t)tokens * SV_KW, x->v + (size_t)first * SV_KW,
+                       sizeof(float) * (size_t)m * SV_KW);
                 order[n] = r; nq[n] = m; n++;
                 batched[r] = 1;
                 prefills += prefill;
@@ -442,25 +488,37 @@ static int case_serving(void) {
         }
         for (int i = 0; i < tokens * SV_QW; i++) q[i] = uni(&rng, -1, 1);
         attn_metadata md; memset(&md, 0, sizeof md);
-        md.num_prefills = prefills; md.num_prefill_tokens = qsl[prefills]; md.num_decode_tokens = n - prefills;
-        md.slot_mapping = slots; md.seq_lens = lens; md.query_start_loc = qsl; md.context_lens = ctx;
+        md.num_prefills = prefills; md.num_prefill_tokens = qsl[prefills];
+        md.num_decode_tokens = n - prefills;
+        md.slot_mapping = slots; md.seq_lens = lens; md.query_start_loc = qsl;
+        md.context_lens = ctx;
         md.block_tables = tables; md.max_blocks_per_seq = SV_MAXB;
         size_t need = attn_forward_workspace_size(&layer, &md, &e);
         if (need > ws_bytes) { free(ws); ws = xalloc(need); ws_bytes = need; }
-        attn_rows rq = {q, ATTN_F32, 0}, rk = {kr, ATTN_F32, 0}, rv = {vr, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+        attn_rows rq = {q, ATTN_F32, 0}, rk = {kr, ATTN_F32, 0}, rv = {vr, ATTN_F32, 0},
+                  ro = {out, ATTN_F32, 0};
         double t1 = now();
-        if (attn_forward(&layer, &e, rq, rk, rv, &cache, &md, ro, ws, ws_bytes) != ATTN_OK) { fails++; continue; }
+        if (attn_forward(&layer, &e, rq, rk, rv, &cache, &md, ro, ws, ws_bytes) != ATTN_OK) {
+            fails++; continue;
+        }
         st.t_forward += now() - t1;
         /* every row against the reference over the model's keys and values */
         for (int i = 0, t0r = 0; i < n; i++) {
             sv_req *x = &req[order[i]];
-            for (int t = 0; t < lens[i] * SV_KW; t++) { kf[t] = as_stored(dt, x->k[t], 1); vf[t] = as_stored(dt, x->v[t], 1); }
-            ref_attention(&p, 1, nq[i], lens[i], q + (size_t)t0r * SV_QW, 0, kf, 0, vf, 0, want, NULL);
-            st.bad += compare(out + (size_t)t0r * SV_QW, want, (size_t)nq[i] * SV_QW, 2e-5, 1e-3, &st.worst);
+            for (int t = 0; t < lens[i] * SV_KW; t++) {
+                kf[t] = as_stored(dt, x->k[t], 1); vf[t] = as_stored(dt, x->v[t], 1);
+            }
+            ref_attention(&p, 1, nq[i], lens[i], q + (size_t)t0r * SV_QW, 0, kf, 0, vf, 0, want,
+                          NULL);
+            st.bad +=
+                    compare(out + (size_t)t0r * SV_QW, want, (size_t)nq[i] * SV_QW, 2e-5, 1e-3,
+                            &st.worst);
             st.outputs += nq[i] * SV_QW;
             t0r += nq[i];
         }
-        if (!sv_pool_matches(&pool, req)) { fails++; printf("serving: step %d: pool counts differ from the tables\n", step); }
+        if (!sv_pool_matches(&pool, req)) {
+            fails++; printf("serving: step %d: pool counts differ from the tables\n", step);
+        }
         if ((step + 1) % 1000 == 0 && sv_cache_matches(&cache, req)) {
             fails++;
             printf("serving: step %d: the cache differs from the model\n", step);
@@ -471,12 +529,17 @@ static int case_serving(void) {
     for (int r = 0; r < SV_REQS; r++)
         if (req[r].live) sv_release(&pool, &req[r]);
     int leaked = SV_BLOCKS - attn_block_pool_free_count(&pool);
-    printf("serving: %ld steps with a batch, %ld tokens (%ld prefill chunks, %ld decodes), %ld forks, %ld "
-           "copy-on-write, %ld truncations, %ld finishes, %ld exhaustions, %ld preemptions; attn_forward %.1f s\n",
-           st.steps, st.tokens, st.prefills, st.decodes, st.forks, st.cows, st.truncations, st.finishes,
+    printf("serving: %ld steps with a batch, %ld tokens (%ld prefill chunks, %ld decodes), %ld "
+           "forks, %ld "
+           "copy-on-write, %ld truncations, %ld finishes, %ld exhaustions, %ld preemptions; "
+           "attn_forward %.1f s\n",
+           st.steps, st.tokens, st.prefills, st.decodes, st.forks, st.cows, st.truncations,
+           st.finishes,
            st.exhausted, st.preemptions, st.t_forward);
-    printf("serving: %ld outputs, %ld outside tolerance (worst |error| %.2g); final cache %s the model; %d blocks "
-           "leaked\n", st.outputs, st.bad, st.worst, cache_bad ? "DIFFERS from" : "matches", leaked);
+    printf("serving: %ld outputs, %ld outside tolerance (worst |error| %.2g); final cache %s the "
+           "model; %d blocks "
+           "leaked\n", st.outputs, st.bad, st.worst, cache_bad ? "DIFFERS from" : "matches",
+           leaked);
     fails += st.bad != 0 || cache_bad != 0 || leaked != 0;
     free(req); free(q); free(kr); free(vr); free(out); free(kf); free(vf); free(want); free(ws);
     free(cmem); free(pmem);

@@ -61,7 +61,8 @@ TEST(f16_decode_all_65536_codes) {
         uint32_t e = (c >> 10) & 31, m = c & 1023;
         if (e == 31) {
             if (m ? !isnan(got) : !(isinf(got) && (got < 0) == ((c >> 15) != 0))) bad++;
-        } else if ((double)got != tc_decode(c, 5, 10, 15) || (signbit(got) != 0) != ((c >> 15) != 0)) {
+        } else if ((double)got != tc_decode(c, 5, 10, 15) ||
+                   (signbit(got) != 0) != ((c >> 15) != 0)) {
             bad++;
         }
     }
@@ -212,7 +213,8 @@ TEST(simd_fp8_decode_matches_scalar_for_every_code) {
     static float got[N];
     attn_isa isas[4];
     int n_isa = tu_isas(isas);
-    for (int i = 0; i < N; i++) codes[i] = (uint8_t)(i * 167 + i / 256);  /* every code, shifted each round */
+    /* every code, shifted each round */
+    for (int i = 0; i < N; i++) codes[i] = (uint8_t)(i * 167 + i / 256);
     for (int k = 0; k < n_isa; k++) {
         const attn__kernels *K = attn__kernels_for(isas[k]);
         int bad = 0;
@@ -221,7 +223,8 @@ TEST(simd_fp8_decode_matches_scalar_for_every_code) {
                 K->to_f32(got, codes + off, (attn_dtype)dt, N - off, 1.0f);
                 for (int i = 0; i < N - off; i++) {
                     uint8_t c = codes[off + i];
-                    float want = dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c);
+                    float want = dt ==
+                                 ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c);
                     if (attn__f32_bits(got[i]) != attn__f32_bits(want)) bad++;
                 }
             }
@@ -292,11 +295,13 @@ TEST(isa_detection_and_forced_isa) {
         if (want != ATTN_OK) CHECK_NEAR(o[0], 9.0, 0.0);
     }
     attn_exec bad = tu_exec((attn_isa)99, 1);
-    CHECK_STATUS(attn_sdpa(&p, &bad, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, &bad, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws),
+                 ATTN_ERR_INVALID_ARG);
     attn_exec dnnl = tu_exec(ATTN_ISA_AUTO, 1);
     dnnl.gemm = ATTN_GEMM_ONEDNN;
 #ifndef ATTN_USE_ONEDNN
-    CHECK_STATUS(attn_sdpa(&p, &dnnl, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws), ATTN_ERR_UNSUPPORTED);
+    CHECK_STATUS(attn_sdpa(&p, &dnnl, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws),
+                 ATTN_ERR_UNSUPPORTED);
 #else
     {   /* the oneDNN engine has its own tiles: the size query says how much it needs */
         size_t bytes = attn_sdpa_workspace_size(&p, &dnnl, cu, cu, 1);
@@ -353,11 +358,13 @@ TEST(params_check_rejects_each_bad_field) {
     ok.num_heads = 4; ok.num_kv_heads = 2; ok.head_size = 64;
     CHECK_STATUS(attn_params_check(&ok), ATTN_OK);
     CHECK_STATUS(attn_params_check(NULL), ATTN_ERR_INVALID_ARG);
-    attn_params p = ok; p.num_kv_heads = 3; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
+    attn_params p = ok; p.num_kv_heads = 3;
+    CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
     p = ok; p.num_heads = 0; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
     p = ok; p.num_kv_heads = 0; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
     p = ok; p.head_size = 0; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
-    p = ok; p.head_size = ATTN_MAX_HEAD_SIZE + 1; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
+    p = ok; p.head_size = ATTN_MAX_HEAD_SIZE + 1;
+    CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
     p = ok; p.head_size = ATTN_MAX_HEAD_SIZE; CHECK_STATUS(attn_params_check(&p), ATTN_OK);
     p = ok; p.scale = -1.0f; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
     p = ok; p.scale = INFINITY; CHECK_STATUS(attn_params_check(&p), ATTN_ERR_INVALID_ARG);
@@ -407,17 +414,21 @@ TEST(bias_builders_match_reference) {
                         int bad = 0;
                         for (int i = 0; i < n; i++)
                             bad += isinf(want[i]) ? !(isinf(got[i]) && got[i] < 0)
-                                                  : fabs(got[i] - want[i]) > 1e-6 * (1 + fabs(want[i]));
+                                                  : fabs(got[i] - want[i]) >
+                                                      1e-6 * (1 + fabs(want[i]));
                         CHECK_MSG(bad == 0, "Lq=%d Lk=%d W=%d causal=%d alibi=%d: %d wrong", Lq, Lk,
                                   windows[w], causal, alibi, bad);
-                        if (windows[w] && !alibi) {  /* window-only builder = one head of make_bias */
+                        if (windows[w] && !alibi) {  /* window-only builder = one head of
+                                                        make_bias */
                             float only[7 * 7 + 1];
-                            CHECK_STATUS(attn_make_sliding_window_bias(windows[w], Lq, Lk, causal, only), ATTN_OK);
+                            CHECK_STATUS(attn_make_sliding_window_bias(windows[w], Lq, Lk, causal,
+                                                                       only), ATTN_OK);
                             CHECK_BITEQ(only, got, sizeof(float) * (size_t)Lq * Lk);
                         }
                         if (alibi && !windows[w]) {
                             float only[5 * 7 * 7 + 1];
-                            CHECK_STATUS(attn_make_alibi_bias(H, slopes, Lq, Lk, causal, only), ATTN_OK);
+                            CHECK_STATUS(attn_make_alibi_bias(H, slopes, Lq, Lk, causal, only),
+                                         ATTN_OK);
                             CHECK_BITEQ(only, got, sizeof(float) * (size_t)n);
                         }
                     }

@@ -87,8 +87,10 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
             for (int g = 0; g < c->Hk; g++)
                 for (int e = 0; e < c->D; e++) {
                     size_t at = (((size_t)blk * c->Hk + g) * c->bs + pos % c->bs) * c->D + e;
-                    td_store(c->kv_dt, d->cache.key, at, attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale);
-                    td_store(c->kv_dt, d->cache.value, at, attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale);
+                    td_store(c->kv_dt, d->cache.key, at,
+                             attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale);
+                    td_store(c->kv_dt, d->cache.value, at,
+                             attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale);
                 }
         }
     }
@@ -110,7 +112,8 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
     for (s = 0; s < c->num_seqs; s++) {
         int L = c->lens[s];
         size_t row = (size_t)c->Hk * c->D;
-        float *k = (float *)tu_alloc(((size_t)L * row + 1) * 4), *v = (float *)tu_alloc(((size_t)L * row + 1) * 4);
+        float *k = (float *)tu_alloc(((size_t)L * row + 1) * 4),
+               *v = (float *)tu_alloc(((size_t)L * row + 1) * 4);
         ref_gather_paged(d->kf, c->bs, c->Hk, c->D, d->tables + s * d->max_blocks, L, k);
         ref_gather_paged(d->vf, c->bs, c->Hk, c->D, d->tables + s * d->max_blocks, L, v);
         ref_attention(&d->p, 1, 1, L, d->qf + (size_t)s * c->H * c->D, 0, k, 0, v, 0,
@@ -163,21 +166,25 @@ static int td_check(const td_case *c, uint64_t seed) {
         size_t worst = 0; double worst_err = -1;
         for (size_t i = 0; i < n_out; i++) {
             double got = tu_get(o1, out_dt, i), err = fabs(got - d.ref_out[i]);
-            if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++; if (!(err <= worst_err)) { worst_err = err; worst = i; } }
+            if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++;
+                    if (!(err <= worst_err)) { worst_err = err; worst = i; } }
         }
         for (size_t i = 0; i < n_lse; i++) {
             double w = d.ref_lse[i];
-            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0) : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
+            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0)
+                : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
         }
         int same = !memcmp(o1, o2, n_out * esz) && !memcmp(l1, l2, n_lse * 4) &&
                    !memcmp(o1, o3, n_out * esz) && !memcmp(l1, l3, n_lse * 4);
         if (bad || bad_lse || !same) {
             fails++;
-            printf("  case H=%d Hk=%d D=%d bs=%d seqs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
+            printf("  case H=%d Hk=%d D=%d bs=%d seqs=%d kv=%s act=%s alibi=%d W=%d cap=%g "
+                   "sinks=%d "
                    "isa=%s: %d bad (worst [%zu] got %.7g want %.7g), %d bad lse, v1/1t vs v2/2t vs "
                    "auto %s\n", c->H, c->Hk, c->D, c->bs, c->num_seqs, attn_dtype_name(c->kv_dt),
                    attn_dtype_name(c->act_dt), c->alibi, c->window, c->cap, c->sinks,
-                   attn_isa_name(isas[k]), bad, worst, worst_err >= 0 ? tu_get(o1, out_dt, worst) : 0.0,
+                   attn_isa_name(isas[k]), bad, worst,
+                   worst_err >= 0 ? tu_get(o1, out_dt, worst) : 0.0,
                    worst_err >= 0 ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
         }
     }
@@ -262,7 +269,8 @@ TEST(decode_wide_head_groups) {
                 if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h) % 3);
-                c.alibi = i % 2; c.window = h == 1 ? 100 : 0; c.cap = h == 2 ? 3.0f : 0.0f; c.sinks = i % 3 == 0;
+                c.alibi = i % 2; c.window = h == 1 ? 100 : 0; c.cap = h == 2 ? 3.0f : 0.0f;
+                c.sinks = i % 3 == 0;
                 if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
                 fails += td_check(&c, 2000 + (uint64_t)(k * 64 + i * 8 + h));
             }
@@ -298,7 +306,8 @@ TEST(decode_bf16_pair_kernels) {
    in the last bits (the checks above hold either way, so without this a path that silently
    fell back would pass). */
 TEST(decode_bf16_pair_kernels_are_taken) {
-    if (!attn_isa_supported(ATTN_ISA_AVX512) || !strstr(attn_cpu_features(), "avx512bf16=yes")) return;
+    if (!attn_isa_supported(ATTN_ISA_AVX512) ||
+        !strstr(attn_cpu_features(), "avx512bf16=yes")) return;
     int lens[2] = {700, 65};
     td_case c = td_base();
     c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1;
@@ -310,7 +319,8 @@ TEST(decode_bf16_pair_kernels_are_taken) {
     REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
     e.f32_probs = 1;
     REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
-    CHECK_MSG(memcmp(a, b, n * 4) != 0, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
+    CHECK_MSG(memcmp(a, b, n * 4) !=
+              0, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
     free(a); free(b);
     td_free(&d);
 }
@@ -338,7 +348,8 @@ TEST(decode_e4m3_tables_match_the_f16_decode) {
         td_case c = td_base();
         c.num_seqs = 3; c.lens = lens; c.D = 80; c.H = f < 2 ? 4 : 8; c.Hk = 1; c.f32_out = 1;
         c.kv_dt = f % 2 ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
-        c.k_scale = f % 2 ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not one-hot */
+        c.k_scale = f % 2 ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not
+                                                          one-hot */
         td_data d;
         td_make(&c, 1700 + (uint64_t)f, &d);
         uint64_t rng = 99 + (uint64_t)f;
@@ -348,13 +359,15 @@ TEST(decode_e4m3_tables_match_the_f16_decode) {
         float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
         attn_exec e = tu_exec(ATTN_ISA_AVX512, 1);
         for (int nan = 0; nan < 2; nan++) {
-            if (nan) ((uint8_t *)d.cache.value)[(size_t)d.tables[5] * c.bs * c.D] = 0xff;  /* seq 0, dim 0 */
+            /* seq 0, dim 0 */
+            if (nan) ((uint8_t *)d.cache.value)[(size_t)d.tables[5] * c.bs * c.D] = 0xff;
             REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
             attn__cpu_flags_cache = saved & ~ATTN__CPU_AVX512VBMI;
             REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
             attn__cpu_flags_cache = saved;
             CHECK_BITEQ(a, b, n * 4);
-            CHECK_MSG(isnan(a[0]) == nan && !isnan(a[c.H * c.D]), "%s: NaN code gave %g", attn_dtype_name(c.kv_dt), a[0]);
+            CHECK_MSG(isnan(a[0]) == nan &&
+                      !isnan(a[c.H * c.D]), "%s: NaN code gave %g", attn_dtype_name(c.kv_dt), a[0]);
         }
         free(a); free(b);
         td_free(&d);
@@ -379,10 +392,12 @@ TEST(decode_alone_equals_in_batch_of_64) {
         float *batch = (float *)tu_alloc(64 * row * 4), alone[8 * 64];
         REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V2, batch, NULL) == ATTN_OK);
         attn_rows q = {(float *)d.q + 20 * row, ATTN_F32, 0}, o = {alone, ATTN_F32, 0};
-        size_t bytes = attn_paged_decode_workspace_size(&d.p, &e, &d.cache, d.lens + 20, 1, ATTN_PAGED_V1);
+        size_t bytes =
+                attn_paged_decode_workspace_size(&d.p, &e, &d.cache, d.lens + 20, 1, ATTN_PAGED_V1);
         void *ws = tu_alloc(bytes);
         CHECK_STATUS(attn_paged_decode(&d.p, &e, q, o, &d.cache, d.tables + 20 * d.max_blocks,
-                                       d.max_blocks, d.lens + 20, 1, ATTN_PAGED_V1, NULL, ws, bytes), ATTN_OK);
+                                       d.max_blocks, d.lens + 20, 1, ATTN_PAGED_V1, NULL, ws,
+                                       bytes), ATTN_OK);
         CHECK_BITEQ(alone, batch + 20 * row, row * 4);
         free(ws); free(batch);
     }
@@ -426,9 +441,11 @@ TEST(decode_version_rule_matches_vllm) {
     for (int i = 0; i < 16; i++) l8192[i] = 8192;
     CHECK_EQ_INT(attn_paged_decode_version(&p, l512, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V1);
     CHECK_EQ_INT(attn_paged_decode_version(&p, l513, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V2);
-    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V2);  /* 16*32 = 512 */
+    /* 16*32 = 512 */
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V2);
     p.num_heads = 64; p.num_kv_heads = 8;
-    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V1);  /* 1024 > 512 */
+    /* 1024 > 512 */
+    CHECK_EQ_INT(attn_paged_decode_version(&p, l8192, 16, ATTN_PAGED_AUTO), ATTN_PAGED_V1);
     CHECK_EQ_INT(attn_paged_decode_version(&p, l8193, 1, ATTN_PAGED_AUTO), ATTN_PAGED_V2);
     CHECK_EQ_INT(attn_paged_decode_version(&p, l513, 1, ATTN_PAGED_V1), ATTN_PAGED_V1);
 }
@@ -441,27 +458,38 @@ TEST(decode_rejects_bad_input_and_writes_nothing) {
     td_make(&c, 1500, &d);
     float out[2 * 8 * 64];
     attn_rows q = {d.q, ATTN_F32, 0}, o = {out, ATTN_F32, 0};
-    size_t bytes = attn_paged_decode_workspace_size(&d.p, NULL, &d.cache, d.lens, 2, ATTN_PAGED_AUTO);
+    size_t bytes =
+            attn_paged_decode_workspace_size(&d.p, NULL, &d.cache, d.lens, 2, ATTN_PAGED_AUTO);
     void *ws = tu_alloc(bytes);
     for (int i = 0; i < 2 * 8 * 64; i++) out[i] = 5.0f;
     CHECK(bytes > 0);
     int32_t too_long[2] = {40, 16 * d.max_blocks + 1}, negative[2] = {40, -1};
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, too_long, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, negative, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, too_long, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, negative, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
     int32_t saved = d.tables[1];
     d.tables[1] = d.cache.num_blocks;
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
     d.tables[1] = -3;
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
     d.tables[1] = saved;
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, NULL, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, NULL, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, (attn_paged_version)7, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+            ATTN_PAGED_AUTO, NULL, ws, bytes - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, NULL, d.tables, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, NULL, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&d.p, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+                                   (attn_paged_version)7, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
     attn_params wrong = d.p; wrong.head_size = 32;
-    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
     wrong = d.p; wrong.num_kv_heads = 4;
-    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2, ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_paged_decode(&wrong, NULL, q, o, &d.cache, d.tables, d.max_blocks, d.lens, 2,
+                                   ATTN_PAGED_AUTO, NULL, ws, bytes), ATTN_ERR_INVALID_ARG);
     for (int i = 0; i < 2 * 8 * 64; i++) CHECK_NEAR(out[i], 5.0, 0.0);
     free(ws);
     td_free(&d);
@@ -475,7 +503,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     int n_isa = tu_isas(isas);
     uint8_t codes[256 + 3];
     float got[256 + 3];
-    for (int c = 0; c < 256 + 3; c++) codes[c] = (uint8_t)(c * 37 + 11);  /* every code, odd order */
+    for (int c = 0; c < 256 + 3; c++) codes[c] = (uint8_t)(c * 37 + 11); /* every code, odd order */
     for (int k = 0; k < n_isa; k++)
         for (int dt = ATTN_FP8_E4M3; dt <= ATTN_FP8_E5M2; dt++)
             for (int sc = 0; sc < 2; sc++) {
@@ -495,11 +523,15 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
 
 #define TEST_DECODE_LIST                                                                          \
     ATTN_TEST_ENTRY(decode_vector_fp8_matches_scalar_all_codes),                                   \
-    ATTN_TEST_ENTRY(decode_lengths_and_block_sizes), ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios), \
-    ATTN_TEST_ENTRY(decode_every_bias_option), ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype), \
+    ATTN_TEST_ENTRY(decode_lengths_and_block_sizes),                                               \
+    ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios),                                             \
+    ATTN_TEST_ENTRY(decode_every_bias_option),                                                     \
+    ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype),                                         \
     ATTN_TEST_ENTRY(decode_wide_head_groups), \
-    ATTN_TEST_ENTRY(decode_bf16_pair_kernels), ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken), \
+    ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
+    ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode), \
-    ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64), ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer), \
+    ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \
+    ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer),                                    \
     ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
     ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)

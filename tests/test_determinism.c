@@ -35,7 +35,8 @@ static void *tdt_work(void *arg) {
     }
 }
 
-static void tdt_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task, void *ctx) {
+static void tdt_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task,
+                         void *ctx) {
     pthread_t th[16];
     tdt_worker w[16];
     tdt_job job;
@@ -45,7 +46,9 @@ static void tdt_pool_for(void *pool, int num_items, int num_threads, attn_task_f
     job.next = 0; job.num_items = num_items; job.task = task; job.ctx = ctx;
     for (int i = 0; i < num_threads; i++) {
         w[i].job = &job; w[i].index = i;
-        if (pthread_create(&th[i], NULL, tdt_work, &w[i])) { printf("  pthread_create failed\n"); exit(2); }
+        if (pthread_create(&th[i], NULL, tdt_work, &w[i])) {
+            printf("  pthread_create failed\n"); exit(2);
+        }
     }
     for (int i = 0; i < num_threads; i++) pthread_join(th[i], NULL);
     pthread_mutex_destroy(&job.lock);
@@ -96,8 +99,10 @@ static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
     static const int lq[TDT_SEQS] = {1, 33, 13, 0, 50}, lk[TDT_SEQS] = {1, 33, 140, 9, 50};
     uint64_t rng = seed;
     attn_params p; memset(&p, 0, sizeof p);
-    p.num_heads = H; p.num_kv_heads = HK; p.head_size = D; p.sliding_window = 50; p.logits_soft_cap = 10;
-    int32_t cq[TDT_SEQS + 1] = {0}, ck[TDT_SEQS + 1] = {0}, pq[TDT_SEQS + 1] = {0}, pk[TDT_SEQS + 1] = {0};
+    p.num_heads = H; p.num_kv_heads = HK; p.head_size = D; p.sliding_window = 50;
+    p.logits_soft_cap = 10;
+    int32_t cq[TDT_SEQS + 1] = {0}, ck[TDT_SEQS + 1] = {0}, pq[TDT_SEQS + 1] = {0},
+    pk[TDT_SEQS + 1] = {0};
     int perm[TDT_SEQS];
     tdt_perm(&rng, perm, TDT_SEQS);
     for (int s = 0; s < TDT_SEQS; s++) {
@@ -106,8 +111,10 @@ static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
     }
     size_t esz = attn_dtype_size(act), qr = (size_t)H * D, kr = (size_t)HK * D;
     size_t nq = (size_t)cq[TDT_SEQS] * qr, nk = (size_t)ck[TDT_SEQS] * kr;
-    char *q = (char *)tu_alloc(nq * esz), *k = (char *)tu_alloc(nk * esz), *v = (char *)tu_alloc(nk * esz);
-    char *q2 = (char *)tu_alloc(nq * esz), *k2 = (char *)tu_alloc(nk * esz), *v2 = (char *)tu_alloc(nk * esz);
+    char *q = (char *)tu_alloc(nq * esz), *k = (char *)tu_alloc(nk * esz),
+          *v = (char *)tu_alloc(nk * esz);
+    char *q2 = (char *)tu_alloc(nq * esz), *k2 = (char *)tu_alloc(nk * esz),
+          *v2 = (char *)tu_alloc(nk * esz);
     char *base = (char *)tu_alloc(nq * esz), *out = (char *)tu_alloc(nq * esz);
     float *scratch = (float *)tu_alloc(sizeof(float) * (nq > nk ? nq : nk));
     tu_fill(&rng, act, q, scratch, nq, -1, 1);
@@ -115,30 +122,39 @@ static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
     tu_fill(&rng, act, v, scratch, nk, -1, 1);
     for (int s = 0; s < TDT_SEQS; s++) {  /* the permuted batch */
         int o = perm[s];
-        memcpy(q2 + (size_t)pq[s] * qr * esz, q + (size_t)cq[o] * qr * esz, (size_t)lq[o] * qr * esz);
-        memcpy(k2 + (size_t)pk[s] * kr * esz, k + (size_t)ck[o] * kr * esz, (size_t)lk[o] * kr * esz);
-        memcpy(v2 + (size_t)pk[s] * kr * esz, v + (size_t)ck[o] * kr * esz, (size_t)lk[o] * kr * esz);
+        memcpy(q2 + (size_t)pq[s] * qr * esz, q + (size_t)cq[o] * qr * esz,
+               (size_t)lq[o] * qr * esz);
+        memcpy(k2 + (size_t)pk[s] * kr * esz, k + (size_t)ck[o] * kr * esz,
+               (size_t)lk[o] * kr * esz);
+        memcpy(v2 + (size_t)pk[s] * kr * esz, v + (size_t)ck[o] * kr * esz,
+               (size_t)lk[o] * kr * esz);
     }
     attn_exec e1 = tu_exec(isa, 1), execs[12];
     int n_exec = tdt_execs(isa, execs), fails = 0;
-    attn_rows rq = {q, act, 0}, rk = {k, act, 0}, rv = {v, act, 0}, rb = {base, act, 0}, ro = {out, act, 0};
+    attn_rows rq = {q, act, 0}, rk = {k, act, 0}, rv = {v, act, 0}, rb = {base, act, 0},
+              ro = {out, act, 0};
     size_t bytes = attn_sdpa_workspace_size(&p, &e1, cq, ck, TDT_SEQS);
     void *fresh = calloc(1, bytes);
     fails += attn_sdpa(&p, &e1, rq, rk, rv, rb, cq, ck, TDT_SEQS, 1, NULL, fresh, bytes) != ATTN_OK;
     free(fresh);
     for (int x = 0; x < n_exec; x++) {
         bytes = attn_sdpa_workspace_size(&p, &execs[x], cq, ck, TDT_SEQS);
-        fails += attn_sdpa(&p, &execs[x], rq, rk, rv, ro, cq, ck, TDT_SEQS, 1, NULL, tdt_dirty_ws(bytes), bytes) != ATTN_OK;
+        fails +=
+                attn_sdpa(&p, &execs[x], rq, rk, rv, ro, cq, ck, TDT_SEQS, 1, NULL,
+                          tdt_dirty_ws(bytes), bytes) != ATTN_OK;
         fails += memcmp(out, base, nq * esz) != 0;
     }
     attn_rows pq_rows = {q2, act, 0}, pk_rows = {k2, act, 0}, pv_rows = {v2, act, 0};
     bytes = attn_sdpa_workspace_size(&p, &execs[n_exec - 1], pk, pk, TDT_SEQS);
-    fails += attn_sdpa(&p, &execs[n_exec - 1], pq_rows, pk_rows, pv_rows, ro, pq, pk, TDT_SEQS, 1, NULL,
+    fails +=
+            attn_sdpa(&p, &execs[n_exec - 1], pq_rows, pk_rows, pv_rows, ro, pq, pk, TDT_SEQS, 1,
+                      NULL,
                        tdt_dirty_ws(bytes), bytes) != ATTN_OK;
     for (int s = 0; s < TDT_SEQS; s++)
         fails += memcmp(out + (size_t)pq[s] * qr * esz, base + (size_t)cq[perm[s]] * qr * esz,
                         (size_t)lq[perm[s]] * qr * esz) != 0;
-    if (fails) printf("  sdpa isa=%s act=%s: %d differences\n", attn_isa_name(isa), attn_dtype_name(act), fails);
+    if (fails) printf("  sdpa isa=%s act=%s: %d differences\n", attn_isa_name(isa),
+                      attn_dtype_name(act), fails);
     free(q); free(k); free(v); free(q2); free(k2); free(v2); free(base); free(out); free(scratch);
     return fails;
 }
@@ -176,11 +192,13 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
     }
     int32_t *ptables = (int32_t *)tu_alloc(sizeof(int32_t) * (size_t)(TDT_SEQS * d.max_blocks));
     for (int s = 0; s < TDT_SEQS; s++)
-        memcpy(ptables + s * d.max_blocks, d.tables + perm[s] * d.max_blocks, sizeof(int32_t) * (size_t)d.max_blocks);
+        memcpy(ptables + s * d.max_blocks, d.tables + perm[s] * d.max_blocks,
+               sizeof(int32_t) * (size_t)d.max_blocks);
     size_t esz = attn_dtype_size(act), row = (size_t)c.H * c.D, nq = (size_t)qsl[TDT_SEQS] * row;
     char *q = (char *)tu_alloc(nq * esz), *q2 = (char *)tu_alloc(nq * esz);
     char *base = (char *)tu_alloc(nq * esz), *out = (char *)tu_alloc(nq * esz);
-    float *lb = (float *)tu_alloc(sizeof(float) * (size_t)qsl[TDT_SEQS] * c.H), *lo = (float *)tu_alloc(sizeof(float) * (size_t)qsl[TDT_SEQS] * c.H);
+    float *lb = (float *)tu_alloc(sizeof(float) * (size_t)qsl[TDT_SEQS] * c.H),
+           *lo = (float *)tu_alloc(sizeof(float) * (size_t)qsl[TDT_SEQS] * c.H);
     float *scratch = (float *)tu_alloc(sizeof(float) * nq);
     tu_fill(&rng, act, q, scratch, nq, -1, 1);
     for (int s = 0; s < TDT_SEQS; s++)
@@ -193,13 +211,19 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
         const attn_exec *e = x < 0 ? &e1 : &execs[x < n_exec ? x : n_exec - 1];
         int permuted = x == n_exec;
         attn_rows rq = {permuted ? q2 : q, act, 0}, ro = {x < 0 ? base : out, act, 0};
-        const int32_t *ls = permuted ? plens : d.lens, *qs = permuted ? pqsl : qsl, *tb = permuted ? ptables : d.tables;
-        size_t bytes = op == 0 ? attn_paged_prefill_workspace_size(&d.p, e, &d.cache, qs, ls, TDT_SEQS)
-                               : attn_paged_decode_workspace_size(&d.p, e, &d.cache, ls, TDT_SEQS, ver);
+        const int32_t *ls = permuted ? plens : d.lens, *qs = permuted ? pqsl : qsl,
+                       *tb = permuted ? ptables : d.tables;
+        size_t bytes = op ==
+                       0 ? attn_paged_prefill_workspace_size(&d.p, e, &d.cache, qs, ls, TDT_SEQS)
+                               : attn_paged_decode_workspace_size(&d.p, e, &d.cache, ls, TDT_SEQS,
+                                                                  ver);
         void *ws = x < 0 ? calloc(1, bytes) : tdt_dirty_ws(bytes);
-        attn_status st = op == 0 ? attn_paged_prefill(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks, qs, ls, TDT_SEQS, 1,
+        attn_status st = op ==
+                         0 ? attn_paged_prefill(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks, qs, ls,
+                                                TDT_SEQS, 1,
                                                       x < 0 ? lb : lo, ws, bytes)
-                                 : attn_paged_decode(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks, ls, TDT_SEQS, ver,
+                                 : attn_paged_decode(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks,
+                                                     ls, TDT_SEQS, ver,
                                                      x < 0 ? lb : lo, ws, bytes);
         if (x < 0) free(ws);
         fails += st != ATTN_OK;
@@ -210,15 +234,20 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
         } else {
             for (int s = 0; s < TDT_SEQS; s++) {
                 int o = perm[s], m = pqsl[s + 1] - pqsl[s];
-                fails += memcmp(out + (size_t)pqsl[s] * row * esz, base + (size_t)qsl[o] * row * esz,
+                fails +=
+                        memcmp(out + (size_t)pqsl[s] * row * esz, base + (size_t)qsl[o] * row * esz,
                                 (size_t)m * row * esz) != 0;
-                fails += memcmp(lo + (size_t)pqsl[s] * c.H, lb + (size_t)qsl[o] * c.H, sizeof(float) * (size_t)m * c.H) != 0;
+                fails +=
+                        memcmp(lo + (size_t)pqsl[s] * c.H, lb + (size_t)qsl[o] * c.H,
+                               sizeof(float) * (size_t)m * c.H) != 0;
             }
         }
     }
     if (fails)
-        printf("  %s isa=%s kv=%s act=%s: %d differences\n", op == 0 ? "prefill" : op == 1 ? "decode v1" : op == 2
-               ? "decode v2" : "decode auto", attn_isa_name(isa), attn_dtype_name(kv), attn_dtype_name(act), fails);
+        printf("  %s isa=%s kv=%s act=%s: %d differences\n", op == 0 ? "prefill" : op ==
+               1 ? "decode v1" : op == 2
+               ? "decode v2" : "decode auto", attn_isa_name(isa), attn_dtype_name(kv),
+               attn_dtype_name(act), fails);
     free(ptables); free(q); free(q2); free(base); free(out); free(lb); free(lo); free(scratch);
     td_free(&d);
     return fails;
@@ -248,11 +277,13 @@ TEST(determinism_write_kv_and_forward) {
     attn_isa isas[4];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 5400;
-    float *kf = (float *)tu_alloc(sizeof(float) * T * HK * D), *vf = (float *)tu_alloc(sizeof(float) * T * HK * D);
+    float *kf = (float *)tu_alloc(sizeof(float) * T * HK * D),
+           *vf = (float *)tu_alloc(sizeof(float) * T * HK * D);
     int64_t slots[T];
     tu_fill(&rng, ATTN_F32, kf, kf, (size_t)T * HK * D, -1, 1);
     tu_fill(&rng, ATTN_F32, vf, vf, (size_t)T * HK * D, -1, 1);
-    for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, -1, NB * BS / 3);  /* many duplicates */
+    /* many duplicates */
+    for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, -1, NB * BS / 3);
     size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, ATTN_BF16);
     void *m1 = tu_alloc(cbytes), *m2 = tu_alloc(cbytes);
     attn_kv_cache c1, c2;
@@ -282,16 +313,19 @@ TEST(determinism_write_kv_and_forward) {
     for (int i = 0; i < 5 * 8; i++) tables[i] = (i * 13 + 5) % NB;
     for (int s = 0, t = 0; s < 5; s++) {
         int first = s < 2 ? ctx[s] : lens[s] - 1, n = s < 2 ? qsl[s + 1] - qsl[s] : 1;
-        for (int m = 0; m < n; m++, t++) wslots[t] = (int64_t)tables[s * 8 + (first + m) / BS] * BS + (first + m) % BS;
+        for (int m = 0; m < n; m++, t++) wslots[t] =
+                (int64_t)tables[s * 8 + (first + m) / BS] * BS + (first + m) % BS;
     }
     attn_metadata md; memset(&md, 0, sizeof md);
     md.num_prefills = 2; md.num_prefill_tokens = 12; md.num_decode_tokens = 3;
     md.slot_mapping = wslots; md.seq_lens = lens; md.query_start_loc = qsl; md.context_lens = ctx;
     md.block_tables = tables; md.max_blocks_per_seq = 8;
-    float *q = (float *)tu_alloc(sizeof(float) * 15 * H * D), *base = (float *)tu_alloc(sizeof(float) * 15 * H * D);
+    float *q = (float *)tu_alloc(sizeof(float) * 15 * H * D),
+           *base = (float *)tu_alloc(sizeof(float) * 15 * H * D);
     float *out = (float *)tu_alloc(sizeof(float) * 15 * H * D);
     tu_fill(&rng, ATTN_F32, q, q, (size_t)15 * H * D, -1, 1);
-    void *snap_k = tu_alloc(arr), *snap_v = tu_alloc(arr), *base_k = tu_alloc(arr), *base_v = tu_alloc(arr);
+    void *snap_k = tu_alloc(arr), *snap_v = tu_alloc(arr), *base_k = tu_alloc(arr),
+          *base_v = tu_alloc(arr);
     memcpy(snap_k, c1.key, arr); memcpy(snap_v, c1.value, arr);
     attn_rows rq = {q, ATTN_F32, 0};
     for (int k = 0; k < n_isa; k++) {

@@ -35,7 +35,8 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
     attn_layer layers[2];  /* SDPA, and IPEX (oneDNN GEMMs) when the build has it */
     tf_req req[TF_REQS];
     int bad_steps = 0, r, n_layers = 1;
-    if (attn_kv_cache_init(&cache, TF_BLOCKS, TF_BS, TF_HK, TF_D, kv_dt, scale, scale, cmem, cbytes) != ATTN_OK ||
+    if (attn_kv_cache_init(&cache, TF_BLOCKS, TF_BS, TF_HK, TF_D, kv_dt, scale, scale, cmem,
+                           cbytes) != ATTN_OK ||
         attn_block_pool_init(&pool, TF_BLOCKS, TF_BS, pmem, pbytes) != ATTN_OK ||
         attn_layer_init(&layers[0], p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK) {
         printf("  simulation setup failed\n");
@@ -107,7 +108,9 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
             int64_t cow[1][2];
             int n_cow = 0;
             if (i < prefills) ctx[i] = (int32_t)q->seq.len;
-            if (attn_seq_append(&pool, &q->seq, nq[i], slots + t0, cow, &n_cow) != ATTN_OK) { ok = 0; break; }
+            if (attn_seq_append(&pool, &q->seq, nq[i], slots + t0, cow, &n_cow) != ATTN_OK) {
+                ok = 0; break;
+            }
             if (n_cow) {  /* copy-on-write: the shared last block is copied before we write */
                 attn_kv_cache *layers[1] = {&cache};
                 if (attn_copy_blocks(layers, 1, &cow[0][0], 1) != ATTN_OK) { ok = 0; break; }
@@ -139,8 +142,11 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
             attn_rows ro = {outs[run], ATTN_F32, 0};
             size_t bytes = attn_forward_workspace_size(&layers[run / 2], &md, &e);
             void *ws = tu_alloc(bytes);
-            attn_status st = attn_forward(&layers[run / 2], &e, rq, rk, rv, &cache, &md, ro, ws, bytes);
-            if (st != ATTN_OK) { printf("  step %d: forward %s\n", step, attn_status_str(st)); ok = 0; }
+            attn_status st =
+                    attn_forward(&layers[run / 2], &e, rq, rk, rv, &cache, &md, ro, ws, bytes);
+            if (st != ATTN_OK) {
+                printf("  step %d: forward %s\n", step, attn_status_str(st)); ok = 0;
+            }
             free(ws);
         }
         int bad = 0;
@@ -148,22 +154,27 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
         for (int i = 0; i < n && ok; i++) {  /* every row against the reference on the full K/V */
             tf_req *q = &req[order[i]];
             double want[70 * TF_QW];
-            ref_attention(p, 1, nq[i], (int)q->seq.len, qf + (size_t)t0 * TF_QW, 0, q->k, 0, q->v, 0, want, NULL);
+            ref_attention(p, 1, nq[i], (int)q->seq.len, qf + (size_t)t0 * TF_QW, 0, q->k, 0, q->v,
+                          0, want, NULL);
             for (int run = 0; run < 2 * n_layers; run += 2)
                 for (int j = 0; j < nq[i] * TF_QW; j++)
-                    bad += !(fabs(outs[run][(size_t)t0 * TF_QW + j] - want[j]) <= 3e-5 + 1e-4 * fabs(want[j]));
+                    bad += !(fabs(outs[run][(size_t)t0 * TF_QW + j] - want[j]) <=
+                             3e-5 + 1e-4 * fabs(want[j]));
             t0 += nq[i];
         }
         for (int run = 0; run < 2 * n_layers && ok; run += 2)
             if (memcmp(outs[run], outs[run + 1], sizeof(float) * (size_t)tokens * TF_QW)) bad++;
-        if (bad) { printf("  step %d (%d prefills, %d decodes, kv %s): %d bad values or thread mismatch\n",
+        if (bad) { printf("  step %d (%d prefills, %d decodes, kv %s): %d bad values or thread "
+                          "mismatch\n",
                           step, prefills, n - prefills, attn_dtype_name(kv_dt), bad); bad_steps++; }
         free(qf); free(kf); free(vf); free(slots);
         for (int run = 0; run < 2 * n_layers; run++) free(outs[run]);
     }
     for (r = 0; r < TF_REQS; r++)
         if (req[r].live) { attn_seq_release(&pool, &req[r].seq); free(req[r].k); free(req[r].v); }
-    if (attn_block_pool_free_count(&pool) != TF_BLOCKS) { printf("  blocks leaked\n"); bad_steps++; }
+    if (attn_block_pool_free_count(&pool) != TF_BLOCKS) {
+        printf("  blocks leaked\n"); bad_steps++;
+    }
     free(cmem); free(pmem);
     return bad_steps;
 }
@@ -203,7 +214,8 @@ static void tf_encoder_decoder(attn_backend backend) {
     attn_metadata md; memset(&md, 0, sizeof md);
     md.num_prefills = 1; md.encoder_seq_lens = enc_lens; md.encoder_start_loc = enc_loc;
     md.num_encoder_tokens = ENC; md.query_start_loc = enc_loc; md.num_prefill_tokens = ENC;
-    attn_rows rq = {eq, ATTN_F32, 0}, rk = {ek, ATTN_F32, 0}, rv = {ev, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+    attn_rows rq = {eq, ATTN_F32, 0}, rk = {ek, ATTN_F32, 0}, rv = {ev, ATTN_F32, 0},
+              ro = {out, ATTN_F32, 0};
     size_t bytes = attn_forward_workspace_size(&enc, &md, NULL);
     void *ws = tu_alloc(bytes + 4096);
     CHECK_STATUS(attn_forward(&enc, NULL, rq, rk, rv, NULL, &md, ro, ws, bytes), ATTN_OK);
@@ -211,24 +223,30 @@ static void tf_encoder_decoder(attn_backend backend) {
     CHECK_ALLCLOSE_D(out, want, ENC * TF_QW, 3e-5, 1e-4);
     /* encoder-only: the same, from seq_lens / query_start_loc; decode metadata is refused */
     attn_metadata mo; memset(&mo, 0, sizeof mo);
-    mo.num_prefills = 1; mo.num_prefill_tokens = ENC; mo.query_start_loc = enc_loc; mo.seq_lens = enc_lens;
+    mo.num_prefills = 1; mo.num_prefill_tokens = ENC; mo.query_start_loc = enc_loc;
+    mo.seq_lens = enc_lens;
     memset(out, 0, sizeof out);
     CHECK_STATUS(attn_forward(&only, NULL, rq, rk, rv, NULL, &mo, ro, ws, bytes), ATTN_OK);
     CHECK_ALLCLOSE_D(out, want, ENC * TF_QW, 3e-5, 1e-4);
     mo.num_decode_tokens = 1;
-    CHECK_STATUS(attn_forward(&only, NULL, rq, rk, rv, NULL, &mo, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&only, NULL, rq, rk, rv, NULL, &mo, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
     /* cross attention: decoder prefill writes the cross K/V and attends all encoder tokens */
     size_t cbytes = attn_kv_cache_bytes(8, TF_BS, TF_HK, TF_D, ATTN_F32);
     void *cmem = tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, 8, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) == ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, 8, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) ==
+            ATTN_OK);
     int32_t cross_table[4] = {5, 2, 7, 0};
     int64_t cross_slots[ENC];
-    for (int t = 0; t < ENC; t++) cross_slots[t] = (int64_t)cross_table[t / TF_BS] * TF_BS + t % TF_BS;
+    for (int t = 0; t < ENC; t++) cross_slots[t] =
+            (int64_t)cross_table[t / TF_BS] * TF_BS + t % TF_BS;
     attn_metadata mc; memset(&mc, 0, sizeof mc);
-    mc.num_prefills = 1; mc.num_prefill_tokens = DEC; mc.query_start_loc = dec_loc; mc.seq_lens = dec_lens;
+    mc.num_prefills = 1; mc.num_prefill_tokens = DEC; mc.query_start_loc = dec_loc;
+    mc.seq_lens = dec_lens;
     mc.encoder_seq_lens = enc_lens; mc.encoder_start_loc = enc_loc; mc.num_encoder_tokens = ENC;
-    mc.cross_slot_mapping = cross_slots; mc.cross_block_tables = cross_table; mc.max_cross_blocks_per_seq = 4;
+    mc.cross_slot_mapping = cross_slots; mc.cross_block_tables = cross_table;
+    mc.max_cross_blocks_per_seq = 4;
     attn_rows rdq = {dq, ATTN_F32, 0};
     bytes = attn_forward_workspace_size(&cross, &mc, NULL);
     free(ws); ws = tu_alloc(bytes);
@@ -247,9 +265,11 @@ static void tf_encoder_decoder(attn_backend backend) {
     CHECK_ALLCLOSE_D(out, want, TF_QW, 3e-5, 1e-4);
     /* missing cross metadata is refused */
     md2.cross_block_tables = NULL;
-    CHECK_STATUS(attn_forward(&cross, NULL, one, none, none, &cache, &md2, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&cross, NULL, one, none, none, &cache, &md2, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
     md.encoder_seq_lens = NULL;
-    CHECK_STATUS(attn_forward(&enc, NULL, rq, rk, rv, NULL, &md, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&enc, NULL, rq, rk, rv, NULL, &md, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
     free(ws); free(cmem);
 }
 
@@ -265,16 +285,19 @@ static void tf_rejects(attn_backend backend) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = TF_H; p.num_kv_heads = TF_HK; p.head_size = TF_D;
     attn_layer layer;
-    CHECK_STATUS(attn_layer_init(&layer, &p, (attn_type)9, ATTN_BACKEND_SDPA), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_layer_init(&layer, &p, (attn_type)9, ATTN_BACKEND_SDPA),
+                 ATTN_ERR_INVALID_ARG);
 #ifndef ATTN_USE_ONEDNN
-    CHECK_STATUS(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_IPEX), ATTN_ERR_UNSUPPORTED);
+    CHECK_STATUS(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_IPEX),
+                 ATTN_ERR_UNSUPPORTED);
 #endif
     CHECK(strcmp(attn_backend_name(ATTN_BACKEND_IPEX), "IPEX") == 0);
     REQUIRE(attn_layer_init(&layer, &p, ATTN_DECODER, backend) == ATTN_OK);
     size_t cbytes = attn_kv_cache_bytes(4, TF_BS, TF_HK, TF_D, ATTN_F32);
     char *cmem = (char *)tu_alloc(cbytes), *before = (char *)tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, 4, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) == ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, 4, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) ==
+            ATTN_OK);
     memset(cmem, 0x5a, cbytes);
     memcpy(before, cmem, cbytes);
     float q[3 * TF_QW] = {0}, k[3 * TF_KW] = {0}, out[3 * TF_QW];
@@ -282,22 +305,29 @@ static void tf_rejects(attn_backend backend) {
     int32_t qsl[2] = {0, 3}, lens[1] = {4}, ctx[1] = {0}, table[2] = {0, 1};
     attn_metadata md; memset(&md, 0, sizeof md);
     md.num_prefills = 1; md.num_prefill_tokens = 3; md.slot_mapping = slots; md.seq_lens = lens;
-    md.query_start_loc = qsl; md.context_lens = ctx; md.block_tables = table; md.max_blocks_per_seq = 2;
+    md.query_start_loc = qsl; md.context_lens = ctx; md.block_tables = table;
+    md.max_blocks_per_seq = 2;
     attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
     size_t bytes = attn_forward_workspace_size(&layer, &md, NULL);
     void *ws = tu_alloc(bytes);
     for (int i = 0; i < 3 * TF_QW; i++) out[i] = 7.0f;
     /* seq_len != context + query length */
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
-    lens[0] = 3; table[1] = 99;  /* a block outside the cache (table entry beyond the length is fine) */
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
+    lens[0] = 3; table[1] = 99;  /* a block outside the cache (table entry beyond the length is
+                                    fine) */
     table[0] = 99;
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes),
+                 ATTN_ERR_OUT_OF_RANGE);
     table[0] = 0; slots[2] = 4 * TF_BS;  /* a slot outside the cache */
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes),
+                 ATTN_ERR_OUT_OF_RANGE);
     slots[2] = 2; qsl[1] = 2;  /* query_start_loc disagrees with num_prefill_tokens */
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
     qsl[1] = 3;
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes - 1),
+                 ATTN_ERR_WORKSPACE_TOO_SMALL);
     CHECK_BITEQ(cmem, before, cbytes);
     for (int i = 0; i < 3 * TF_QW; i++) CHECK_NEAR(out[i], 7.0, 0.0);
     CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_OK);
@@ -306,7 +336,8 @@ static void tf_rejects(attn_backend backend) {
     memcpy(before, cmem, cbytes);
     for (int i = 0; i < 3 * TF_QW; i++) out[i] = 7.0f;
     md.context_lens = NULL; lens[0] = 2;
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &md, ro, ws, bytes),
+                 ATTN_ERR_INVALID_ARG);
     attn_metadata mdec; memset(&mdec, 0, sizeof mdec);
     int32_t dec_lens[1] = {1};
     mdec.num_decode_tokens = 1; mdec.slot_mapping = slots; mdec.seq_lens = dec_lens;
@@ -314,7 +345,8 @@ static void tf_rejects(attn_backend backend) {
     size_t dbytes = attn_forward_workspace_size(&layer, &mdec, NULL);
     void *dws = tu_alloc(dbytes);
     dec_lens[0] = 0;
-    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &mdec, ro, dws, dbytes), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_forward(&layer, NULL, rq, rk, rk, &cache, &mdec, ro, dws, dbytes),
+                 ATTN_ERR_INVALID_ARG);
     CHECK_BITEQ(cmem, before, cbytes);
     for (int i = 0; i < 3 * TF_QW; i++) CHECK_NEAR(out[i], 7.0, 0.0);
     lens[0] = 3; dec_lens[0] = 1;
@@ -333,7 +365,8 @@ TEST(forward_rejects_bad_metadata_and_writes_nothing) {
 /* bf16 prefills through attn_forward keep packed value tiles per thread (see MEMORY in attn.h):
    a chunk over a cached prefix and a plain prefill give the bits of attn_paged_prefill and
    attn_sdpa, and a workspace reused with other values does not serve the old ones. */
-enum { TV_H = 4, TV_D = 64, TV_BS = 16, TV_CTX = 150, TV_NEW = 100, TV_LEN = TV_CTX + TV_NEW, TV_NB = 20 };
+enum { TV_H = 4, TV_D = 64, TV_BS = 16, TV_CTX = 150, TV_NEW = 100, TV_LEN = TV_CTX + TV_NEW,
+      TV_NB = 20 };
 #define TV_QW (TV_H * TV_D)
 
 typedef struct tv_data {
@@ -343,15 +376,18 @@ typedef struct tv_data {
 } tv_data;
 
 /* attn_forward over the TV_NEW new rows (values v), after the prefix (ctx) or alone. */
-static attn_status tv_forward(const attn_layer *L, const attn_exec *e, attn_kv_cache *cache, tv_data *d, int ctx,
+static attn_status tv_forward(const attn_layer *L, const attn_exec *e, attn_kv_cache *cache,
+                              tv_data *d, int ctx,
                               uint16_t *v, uint16_t *out, void *ws, size_t *bytes) {
     int32_t lens[1] = {ctx ? TV_LEN : TV_NEW}, qsl[2] = {0, TV_NEW}, ctxs[1] = {TV_CTX};
     attn_metadata md; memset(&md, 0, sizeof md);
-    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens; md.query_start_loc = qsl;
+    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens;
+    md.query_start_loc = qsl;
     md.slot_mapping = ctx ? d->slots + TV_CTX : NULL; md.context_lens = ctx ? ctxs : NULL;
     md.block_tables = d->table; md.max_blocks_per_seq = TV_NB;
     size_t off = ctx ? (size_t)TV_CTX * TV_D : 0;
-    attn_rows q = {d->q, ATTN_BF16, 0}, k = {d->k + off, ATTN_BF16, 0}, vr = {v + off, ATTN_BF16, 0};
+    attn_rows q = {d->q, ATTN_BF16, 0}, k = {d->k + off, ATTN_BF16, 0},
+              vr = {v + off, ATTN_BF16, 0};
     attn_rows o = {out, ATTN_BF16, 0};
     *bytes = attn_forward_workspace_size(L, &md, e);
     return attn_forward(L, e, q, k, vr, ctx ? cache : NULL, &md, o, ws, *bytes);
@@ -369,10 +405,12 @@ TEST(forward_bf16_value_cache) {
     tu_fill(&rng, ATTN_BF16, d->v2, junk, TV_LEN * TV_D, -1, 1);
     for (int i = 0; i < TV_NB; i++) d->table[i] = (i * 7 + 3) % TV_NB;  /* shuffled */
     for (int t = 0; t < TV_LEN; t++) d->slots[t] = (int64_t)d->table[t / TV_BS] * TV_BS + t % TV_BS;
-    size_t cbytes = attn_kv_cache_bytes(TV_NB, TV_BS, 1, TV_D, ATTN_BF16), n_out = sizeof(uint16_t) * TV_NEW * TV_QW;
+    size_t cbytes = attn_kv_cache_bytes(TV_NB, TV_BS, 1, TV_D, ATTN_BF16),
+           n_out = sizeof(uint16_t) * TV_NEW * TV_QW;
     void *cmem = tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, TV_NB, TV_BS, 1, TV_D, ATTN_BF16, 1, 1, cmem, cbytes) == ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, TV_NB, TV_BS, 1, TV_D, ATTN_BF16, 1, 1, cmem, cbytes) ==
+            ATTN_OK);
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);
@@ -390,7 +428,8 @@ TEST(forward_bf16_value_cache) {
                          : attn_sdpa_workspace_size(&p, &e, qsl, qsl, 1);
         void *w2 = tu_alloc(ws2);
         if (ctx)
-            CHECK_STATUS(attn_paged_prefill(&p, &e, q, o, &cache, d->table, TV_NB, qsl, lens, 1, 1, NULL, w2, ws2),
+            CHECK_STATUS(attn_paged_prefill(&p, &e, q, o, &cache, d->table, TV_NB, qsl, lens, 1, 1,
+                                            NULL, w2, ws2),
                          ATTN_OK);
         else
             CHECK_STATUS(attn_sdpa(&p, &e, q, k, v, o, qsl, qsl, 1, 1, NULL, w2, ws2), ATTN_OK);
@@ -406,15 +445,18 @@ TEST(forward_bf16_value_cache) {
     /* where the pair kernels can run, the tiles are in the size query; f32_probs leaves them out */
     int32_t qsl[2] = {0, TV_NEW}, lens[1] = {TV_NEW};
     attn_metadata md; memset(&md, 0, sizeof md);
-    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens; md.query_start_loc = qsl;
+    md.num_prefills = 1; md.num_prefill_tokens = TV_NEW; md.seq_lens = lens;
+    md.query_start_loc = qsl;
     attn_exec e32 = e;
     e32.f32_probs = 1;
     attn__call call;
     attn__call_of(&e, 0, &call);
     if (attn__value_cache_tiles(&call, p.head_size, TV_NEW) > 0)
-        CHECK(attn_forward_workspace_size(&L, &md, &e) > attn_forward_workspace_size(&L, &md, &e32));
+        CHECK(attn_forward_workspace_size(&L, &md, &e) >
+              attn_forward_workspace_size(&L, &md, &e32));
     else
-        CHECK(attn_forward_workspace_size(&L, &md, &e) == attn_forward_workspace_size(&L, &md, &e32));
+        CHECK(attn_forward_workspace_size(&L, &md, &e) ==
+              attn_forward_workspace_size(&L, &md, &e32));
     free(ws); free(fwd); free(want); free(cmem); free(junk); free(d);
 }
 

@@ -21,9 +21,11 @@ TEST(fuzz_found_decode_heads_int_max) {
     attn_rows rows = {NULL, ATTN_F32, 0};
     static char ws[1 << 20];
     for (int v = ATTN_PAGED_AUTO; v <= ATTN_PAGED_V2; v++) {
-        size_t need = attn_paged_decode_workspace_size(&p, NULL, &c, none, 0, (attn_paged_version)v);
+        size_t need =
+                attn_paged_decode_workspace_size(&p, NULL, &c, none, 0, (attn_paged_version)v);
         CHECK(need > 0 && need <= sizeof ws);
-        CHECK_EQ_INT(attn_paged_decode(&p, NULL, rows, rows, &c, none, 0, none, 0, (attn_paged_version)v, NULL,
+        CHECK_EQ_INT(attn_paged_decode(&p, NULL, rows, rows, &c, none, 0, none, 0,
+                                       (attn_paged_version)v, NULL,
                                        ws, sizeof ws), ATTN_OK);
     }
 }
@@ -66,7 +68,8 @@ TEST(fuzz_found_forward_decode_null_tables) {
     md.block_tables = NULL; md.max_blocks_per_seq = 1;
     attn_rows rq = {q, ATTN_F32, 0}, none = {NULL, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
     static char ws[1 << 20];
-    CHECK_EQ_INT(attn_forward(&L, NULL, rq, none, none, &c, &md, ro, ws, sizeof ws), ATTN_ERR_INVALID_ARG);
+    CHECK_EQ_INT(attn_forward(&L, NULL, rq, none, none, &c, &md, ro, ws, sizeof ws),
+                 ATTN_ERR_INVALID_ARG);
     CHECK(memcmp(out, before, sizeof out) == 0);
 }
 

@@ -76,24 +76,31 @@ static int tg_same(const tg_set *s, int i, const void *want, const char *what) {
 static void tg_fill(uint64_t *rng, attn_dtype dt, void *raw, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) td_store(dt, raw, i, attn_test_rand_uniform(rng, lo, hi));
 }
-static void *tg_dup(const void *p, size_t bytes) { void *q = tu_alloc(bytes); memcpy(q, p, bytes); return q; }
+static void *tg_dup(const void *p, size_t bytes) {
+    void *q = tu_alloc(bytes); memcpy(q, p, bytes); return q;
+}
 
 /* ---- attn_sdpa --------------------------------------------------------------------------- */
-static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_dt, int H, int Hk, int D,
+static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_dt, int H, int Hk,
+                   int D,
                    int Lq0, int Lk0, uint64_t seed) {
     uint64_t rng = seed;
     int32_t cu_q[3] = {0, Lq0, Lq0 + 3}, cu_k[3] = {0, Lk0, Lk0 + 5};
-    size_t Tq = (size_t)cu_q[2], Tk = (size_t)cu_k[2], esz = attn_dtype_size(act), osz = attn_dtype_size(out_dt);
+    size_t Tq = (size_t)cu_q[2], Tk = (size_t)cu_k[2], esz = attn_dtype_size(act),
+           osz = attn_dtype_size(out_dt);
     size_t nq = Tq * H * D, nk = Tk * Hk * D;
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = Hk; p.head_size = D; p.sliding_window = Lk0 / 2 + 1;
     attn_exec e = tu_exec(isa, 2);
     e.gemm = gemm;
     tg_set s; memset(&s, 0, sizeof s);
-    int iq = tg_add(&s, tu_alloc(nq * esz), nq * esz), ik = tg_add(&s, tu_alloc(nk * esz), nk * esz);
-    int iv = tg_add(&s, tu_alloc(nk * esz), nk * esz), io = tg_add(&s, tu_alloc(nq * osz), nq * osz);
+    int iq = tg_add(&s, tu_alloc(nq * esz), nq * esz),
+        ik = tg_add(&s, tu_alloc(nk * esz), nk * esz);
+    int iv = tg_add(&s, tu_alloc(nk * esz), nk * esz),
+        io = tg_add(&s, tu_alloc(nq * osz), nq * osz);
     int il = tg_add(&s, tu_alloc(Tq * H * 4), Tq * H * 4);
-    int icq = tg_add(&s, tg_dup(cu_q, sizeof cu_q), sizeof cu_q), ick = tg_add(&s, tg_dup(cu_k, sizeof cu_k), sizeof cu_k);
+    int icq = tg_add(&s, tg_dup(cu_q, sizeof cu_q), sizeof cu_q),
+        ick = tg_add(&s, tg_dup(cu_k, sizeof cu_k), sizeof cu_k);
     size_t wsb = attn_sdpa_workspace_size(&p, &e, cu_q, cu_k, 2);
     int iw = tg_add(&s, NULL, wsb);
     tg_fill(&rng, act, s.orig[iq], nq, -1, 1);
@@ -101,21 +108,28 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
     tg_fill(&rng, act, s.orig[iv], nk, -1, 1);
     memset(s.orig[io], 0x7f, nq * osz);
     void *ws = tu_alloc(wsb), *want = tu_alloc(nq * osz), *want_lse = tu_alloc(Tq * H * 4);
-    attn_rows rq = {s.orig[iq], act, 0}, rk = {s.orig[ik], act, 0}, rv = {s.orig[iv], act, 0}, ro = {want, out_dt, 0};
-    int fails = attn_sdpa(&p, &e, rq, rk, rv, ro, cu_q, cu_k, 2, 1, (float *)want_lse, ws, wsb) != ATTN_OK;
+    attn_rows rq = {s.orig[iq], act, 0}, rk = {s.orig[ik], act, 0}, rv = {s.orig[iv], act, 0},
+              ro = {want, out_dt, 0};
+    int fails = attn_sdpa(&p, &e, rq, rk, rv, ro, cu_q, cu_k, 2, 1, (float *)want_lse, ws, wsb) !=
+                ATTN_OK;
     for (int pl = 0; pl < 2 && !fails; pl++) {
         tg_place_all(&s, pl);
-        attn_rows gq = {s.guarded[iq], act, 0}, gk = {s.guarded[ik], act, 0}, gv = {s.guarded[iv], act, 0};
+        attn_rows gq = {s.guarded[iq], act, 0}, gk = {s.guarded[ik], act, 0},
+                  gv = {s.guarded[iv], act, 0};
         attn_rows go = {s.guarded[io], out_dt, 0};
-        fails += attn_sdpa(&p, &e, gq, gk, gv, go, TG(&s, icq, int32_t *), TG(&s, ick, int32_t *), 2, 1,
+        fails +=
+                attn_sdpa(&p, &e, gq, gk, gv, go, TG(&s, icq, int32_t *), TG(&s, ick, int32_t *), 2,
+                          1,
                            TG(&s, il, float *), s.guarded[iw], wsb) != ATTN_OK;
         fails += !tg_same(&s, io, want, "sdpa out") + !tg_same(&s, il, want_lse, "sdpa lse");
         tg_calls++;
         tg_unmap(&s);
     }
     if (fails)
-        printf("  sdpa isa=%s gemm=%s act=%s out=%s H=%d Hk=%d D=%d Lq=%d Lk=%d\n", attn_isa_name(isa),
-               tu_gemm_name(gemm), attn_dtype_name(act), attn_dtype_name(out_dt), H, Hk, D, Lq0, Lk0);
+        printf("  sdpa isa=%s gemm=%s act=%s out=%s H=%d Hk=%d D=%d Lq=%d Lk=%d\n",
+               attn_isa_name(isa),
+               tu_gemm_name(gemm), attn_dtype_name(act), attn_dtype_name(out_dt), H, Hk, D, Lq0,
+               Lk0);
     for (int i = 0; i < s.n; i++) free(s.orig[i]);
     free(ws); free(want); free(want_lse);
     return fails;
@@ -132,8 +146,11 @@ TEST(guard_pages_sdpa) {
             for (int a = ATTN_F32; a <= ATTN_BF16; a++)
                 for (int d = 0; d < 4; d++) {
                     attn_dtype act = (attn_dtype)a, out = d == 1 ? ATTN_F32 : act;
-                    fails += tg_sdpa(isas[k], gemms[g], act, out, d == 3 ? 8 : 4, d == 3 ? 1 : 2, Ds[d],
-                                     11 + d, 70 + d, 4000 + (uint64_t)(k * 64 + g * 16 + a * 4 + d));
+                    fails +=
+                            tg_sdpa(isas[k], gemms[g], act, out, d == 3 ? 8 : 4, d ==
+                                    3 ? 1 : 2, Ds[d],
+                                     11 + d, 70 + d,
+                                     4000 + (uint64_t)(k * 64 + g * 16 + a * 4 + d));
                 }
     CHECK_EQ_INT(fails, 0);
 }
@@ -141,7 +158,8 @@ TEST(guard_pages_sdpa) {
 /* ---- the paged kernels ------------------------------------------------------------------- */
 /* A cache whose sequences use the blocks at both ends of the arrays (the first and the last),
    read by attn_paged_prefill (op 0) or attn_paged_decode v1 / v2 (op 1 / 2). */
-static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dtype act, int H, int Hk, int D,
+static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dtype act, int H,
+                    int Hk, int D,
                     int bs, const int *lens, int n, uint64_t seed) {
     uint64_t rng = seed;
     int max_blocks = 0, total = 0;
@@ -155,7 +173,8 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
     memset(tables, 0, sizeof tables);
     int lo = 0, hi = nb - 1;  /* sequence s takes blocks alternately from the ends */
     for (int s = 0; s < n; s++)
-        for (int b = 0; b < (lens[s] + bs - 1) / bs; b++) tables[s * max_blocks + b] = (s + b) % 2 ? lo++ : hi--;
+        for (int b = 0; b < (lens[s] + bs - 1) / bs; b++) tables[s * max_blocks + b] = (s + b) % 2
+            ? lo++ : hi--;
     qsl[0] = 0;
     for (int s = 0; s < n; s++) {
         seq_lens[s] = lens[s];
@@ -169,12 +188,19 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
     attn_exec e = tu_exec(isa, 3);
     e.gemm = gemm;
     tg_set s; memset(&s, 0, sizeof s);
-    int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz), ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
-    int iq = tg_add(&s, tu_alloc(nq * esz), nq * esz), io = tg_add(&s, tu_alloc(nq * esz), nq * esz);
+    int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
+        ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+    int iq = tg_add(&s, tu_alloc(nq * esz), nq * esz),
+        io = tg_add(&s, tu_alloc(nq * esz), nq * esz);
     int il = tg_add(&s, tu_alloc(Tq * H * 4), Tq * H * 4);
-    int it = tg_add(&s, tg_dup(tables, sizeof(int32_t) * (size_t)(n * max_blocks)), sizeof(int32_t) * (size_t)(n * max_blocks));
-    int isl = tg_add(&s, tg_dup(seq_lens, sizeof(int32_t) * (size_t)n), sizeof(int32_t) * (size_t)n);
-    int iqs = tg_add(&s, tg_dup(qsl, sizeof(int32_t) * (size_t)(n + 1)), sizeof(int32_t) * (size_t)(n + 1));
+    int it =
+            tg_add(&s, tg_dup(tables, sizeof(int32_t) * (size_t)(n * max_blocks)),
+                   sizeof(int32_t) * (size_t)(n * max_blocks));
+    int isl =
+            tg_add(&s, tg_dup(seq_lens, sizeof(int32_t) * (size_t)n), sizeof(int32_t) * (size_t)n);
+    int iqs =
+            tg_add(&s, tg_dup(qsl, sizeof(int32_t) * (size_t)(n + 1)),
+                   sizeof(int32_t) * (size_t)(n + 1));
     attn_kv_cache cache;
     memset(&cache, 0, sizeof cache);
     cache.key = s.orig[ikc]; cache.value = s.orig[ivc];
@@ -192,9 +218,12 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
     int iw = tg_add(&s, NULL, wsb);
     void *ws = tu_alloc(wsb), *want = tu_alloc(nq * esz), *want_lse = tu_alloc(Tq * H * 4);
     attn_rows rq = {s.orig[iq], act, 0}, ro = {want, act, 0};
-    int fails = (op == 0 ? attn_paged_prefill(&p, &e, rq, ro, &cache, tables, max_blocks, qsl, seq_lens, n, 1,
+    int fails =
+            (op == 0
+             ? attn_paged_prefill(&p, &e, rq, ro, &cache, tables, max_blocks, qsl, seq_lens, n, 1,
                                               (float *)want_lse, ws, wsb)
-                         : attn_paged_decode(&p, &e, rq, ro, &cache, tables, max_blocks, seq_lens, n, ver,
+                         : attn_paged_decode(&p, &e, rq, ro, &cache, tables, max_blocks, seq_lens,
+                                             n, ver,
                                              (float *)want_lse, ws, wsb)) != ATTN_OK;
     for (int pl = 0; pl < 2 && !fails; pl++) {
         tg_place_all(&s, pl);
@@ -202,17 +231,23 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
         gc.key = s.guarded[ikc]; gc.value = s.guarded[ivc];
         attn_rows gq = {s.guarded[iq], act, 0}, go = {s.guarded[io], act, 0};
         const int32_t *gt = TG(&s, it, const int32_t *), *gl = TG(&s, isl, const int32_t *);
-        fails += (op == 0 ? attn_paged_prefill(&p, &e, gq, go, &gc, gt, max_blocks, TG(&s, iqs, int32_t *), gl, n, 1,
+        fails +=
+                (op == 0
+                 ? attn_paged_prefill(&p, &e, gq, go, &gc, gt, max_blocks, TG(&s, iqs, int32_t *),
+                                      gl, n, 1,
                                                TG(&s, il, float *), s.guarded[iw], wsb)
-                          : attn_paged_decode(&p, &e, gq, go, &gc, gt, max_blocks, gl, n, ver, TG(&s, il, float *),
+                          : attn_paged_decode(&p, &e, gq, go, &gc, gt, max_blocks, gl, n, ver,
+                                              TG(&s, il, float *),
                                               s.guarded[iw], wsb)) != ATTN_OK;
         fails += !tg_same(&s, io, want, "paged out") + !tg_same(&s, il, want_lse, "paged lse");
         tg_calls++;
         tg_unmap(&s);
     }
     if (fails)
-        printf("  %s isa=%s gemm=%s kv=%s act=%s H=%d Hk=%d D=%d bs=%d\n", op == 0 ? "prefill" : op == 1 ? "decode v1"
-               : "decode v2", attn_isa_name(isa), tu_gemm_name(gemm), attn_dtype_name(kv), attn_dtype_name(act), H, Hk,
+        printf("  %s isa=%s gemm=%s kv=%s act=%s H=%d Hk=%d D=%d bs=%d\n", op ==
+               0 ? "prefill" : op == 1 ? "decode v1"
+               : "decode v2", attn_isa_name(isa), tu_gemm_name(gemm), attn_dtype_name(kv),
+               attn_dtype_name(act), H, Hk,
                D, bs);
     for (int i = 0; i < s.n; i++) free(s.orig[i]);
     free(ws); free(want); free(want_lse);
@@ -228,7 +263,8 @@ TEST(guard_pages_paged_prefill_and_decode) {
     for (int k = 0; k < n_isa; k++)
         for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
             for (int a = ATTN_F32; a <= ATTN_BF16; a++) {
-                if (a != ATTN_F32 && a != kv) continue;  /* f32 activations, and each dtype with itself */
+                if (a != ATTN_F32 && a != kv) continue;  /* f32 activations, and each dtype with
+                                                            itself */
                 for (int d = 0; d < 3; d++) {
                     /* f32 takes every head size; the other dtypes one of the two with a tail (5,
                        40), in turn: the cost stays small in the slow configurations */
@@ -237,7 +273,9 @@ TEST(guard_pages_paged_prefill_and_decode) {
                     uint64_t seed = 4100 + (uint64_t)(k * 100 + kv * 10 + a * 3 + d);
                     for (int op = 0; op < 3; op++)
                         for (int g = 0; g < (op == 0 ? n_gemm : 1); g++)
-                            fails += tg_paged(op, isas[k], gemms[g], (attn_dtype)kv, (attn_dtype)a, H, Hk, Ds[d], bs,
+                            fails +=
+                                    tg_paged(op, isas[k], gemms[g], (attn_dtype)kv, (attn_dtype)a,
+                                             H, Hk, Ds[d], bs,
                                               lens, 3, seed);
                 }
             }
@@ -259,9 +297,12 @@ TEST(guard_pages_write_kv_swap_copy) {
                 size_t nr = (size_t)T * HK * D, esz = attn_dtype_size((attn_dtype)a);
                 float sc = attn__is_fp8((attn_dtype)kv) ? 0.05f : 1.0f;
                 tg_set s; memset(&s, 0, sizeof s);
-                int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz), ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
-                int ik = tg_add(&s, tu_alloc(nr * esz), nr * esz), iv = tg_add(&s, tu_alloc(nr * esz), nr * esz);
-                int isl = tg_add(&s, tg_dup(slots, sizeof slots), sizeof slots), ip = tg_add(&s, tg_dup(pairs, sizeof pairs), sizeof pairs);
+                int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
+                    ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+                int ik = tg_add(&s, tu_alloc(nr * esz), nr * esz),
+                    iv = tg_add(&s, tu_alloc(nr * esz), nr * esz);
+                int isl = tg_add(&s, tg_dup(slots, sizeof slots), sizeof slots),
+                    ip = tg_add(&s, tg_dup(pairs, sizeof pairs), sizeof pairs);
                 for (size_t i = 0; i < elems * csz; i++) {
                     ((uint8_t *)s.orig[ikc])[i] = (uint8_t)attn_test_rand_u64(&rng);
                     ((uint8_t *)s.orig[ivc])[i] = (uint8_t)attn_test_rand_u64(&rng);
@@ -283,7 +324,8 @@ TEST(guard_pages_write_kv_swap_copy) {
                     tg_place_all(&s, pl);
                     attn_kv_cache g = c;
                     g.key = s.guarded[ikc]; g.value = s.guarded[ivc];
-                    attn_rows gk = {s.guarded[ik], (attn_dtype)a, 0}, gv = {s.guarded[iv], (attn_dtype)a, 0};
+                    attn_rows gk = {s.guarded[ik], (attn_dtype)a, 0},
+                              gv = {s.guarded[iv], (attn_dtype)a, 0};
                     attn_kv_cache *gl[1] = {&g};
                     fails += attn_write_kv(&g, gk, gv, TG(&s, isl, int64_t *), T, &e) != ATTN_OK;
                     fails += attn_swap_blocks(&g, &g, TG(&s, ip, int64_t *), 2) != ATTN_OK;
@@ -306,16 +348,23 @@ TEST(guard_pages_convert_merge_bias) {
     for (int sd = ATTN_F32; sd <= ATTN_FP8_E5M2; sd++)
         for (int dd = ATTN_F32; dd <= ATTN_FP8_E5M2; dd++)
             for (int k = 0; k < 5; k++) {
-                size_t n = ns[k], ssz = attn_dtype_size((attn_dtype)sd), dsz = attn_dtype_size((attn_dtype)dd);
-                float sc = attn__is_fp8((attn_dtype)sd) || attn__is_fp8((attn_dtype)dd) ? 0.5f : 1.0f;
+                size_t n = ns[k], ssz = attn_dtype_size((attn_dtype)sd),
+                       dsz = attn_dtype_size((attn_dtype)dd);
+                float sc = attn__is_fp8((attn_dtype)sd) ||
+                           attn__is_fp8((attn_dtype)dd) ? 0.5f : 1.0f;
                 tg_set s; memset(&s, 0, sizeof s);
-                int is = tg_add(&s, tu_alloc(n * ssz), n * ssz), id = tg_add(&s, tu_alloc(n * dsz), n * dsz);
-                for (size_t i = 0; i < n * ssz; i++) ((uint8_t *)s.orig[is])[i] = (uint8_t)attn_test_rand_u64(&rng);
+                int is = tg_add(&s, tu_alloc(n * ssz), n * ssz),
+                    id = tg_add(&s, tu_alloc(n * dsz), n * dsz);
+                for (size_t i = 0; i < n * ssz; i++) ((uint8_t *)s.orig[is])[i] =
+                        (uint8_t)attn_test_rand_u64(&rng);
                 void *want = tu_alloc(n * dsz);
-                fails += attn_convert(want, (attn_dtype)dd, s.orig[is], (attn_dtype)sd, n, sc) != ATTN_OK;
+                fails += attn_convert(want, (attn_dtype)dd, s.orig[is], (attn_dtype)sd, n, sc) !=
+                    ATTN_OK;
                 for (int pl = 0; pl < 2; pl++) {
                     tg_place_all(&s, pl);
-                    fails += attn_convert(s.guarded[id], (attn_dtype)dd, s.guarded[is], (attn_dtype)sd, n, sc) != ATTN_OK;
+                    fails +=
+                            attn_convert(s.guarded[id], (attn_dtype)dd, s.guarded[is],
+                                         (attn_dtype)sd, n, sc) != ATTN_OK;
                     fails += !tg_same(&s, id, want, "converted");
                     tg_calls++;
                     tg_unmap(&s);
@@ -333,9 +382,12 @@ TEST(guard_pages_convert_merge_bias) {
     for (int od = ATTN_F32; od <= ATTN_BF16; od++) {
         size_t osz = attn_dtype_size((attn_dtype)od);
         tg_set s; memset(&s, 0, sizeof s);
-        int ia = tg_add(&s, tg_dup(a, sizeof a), sizeof a), ib = tg_add(&s, tg_dup(b, sizeof b), sizeof b);
-        int ila = tg_add(&s, tg_dup(la, sizeof la), sizeof la), ilb = tg_add(&s, tg_dup(lb, sizeof lb), sizeof lb);
-        int io = tg_add(&s, tu_alloc(T * H * D * osz), T * H * D * osz), il = tg_add(&s, tu_alloc(sizeof la), sizeof la);
+        int ia = tg_add(&s, tg_dup(a, sizeof a), sizeof a),
+            ib = tg_add(&s, tg_dup(b, sizeof b), sizeof b);
+        int ila = tg_add(&s, tg_dup(la, sizeof la), sizeof la),
+            ilb = tg_add(&s, tg_dup(lb, sizeof lb), sizeof lb);
+        int io = tg_add(&s, tu_alloc(T * H * D * osz), T * H * D * osz),
+            il = tg_add(&s, tu_alloc(sizeof la), sizeof la);
         void *want = tu_alloc(T * H * D * osz);
         float want_l[T * H];
         attn_rows ra = {a, ATTN_F32, 0}, rb = {b, ATTN_F32, 0}, ro = {want, (attn_dtype)od, 0};
@@ -344,7 +396,9 @@ TEST(guard_pages_convert_merge_bias) {
             tg_place_all(&s, pl);
             attn_rows ga = {s.guarded[ia], ATTN_F32, 0}, gb = {s.guarded[ib], ATTN_F32, 0};
             attn_rows go = {s.guarded[io], (attn_dtype)od, 0};
-            fails += attn_merge_states(T, H, D, ga, TG(&s, ila, float *), gb, TG(&s, ilb, float *), go,
+            fails +=
+                    attn_merge_states(T, H, D, ga, TG(&s, ila, float *), gb, TG(&s, ilb, float *),
+                                      go,
                                        TG(&s, il, float *)) != ATTN_OK;
             fails += !tg_same(&s, io, want, "merged out") + !tg_same(&s, il, want_l, "merged lse");
             tg_calls++;
@@ -355,7 +409,8 @@ TEST(guard_pages_convert_merge_bias) {
     }
     {
         attn_params p; memset(&p, 0, sizeof p);
-        p.num_heads = H; p.num_kv_heads = 1; p.head_size = 8; p.alibi_slopes = slopes; p.sliding_window = 4;
+        p.num_heads = H; p.num_kv_heads = 1; p.head_size = 8; p.alibi_slopes = slopes;
+        p.sliding_window = 4;
         tg_set s; memset(&s, 0, sizeof s);
         int ib = tg_add(&s, tu_alloc(sizeof(float) * H * LQ * LK), sizeof(float) * H * LQ * LK);
         float *want = (float *)tu_alloc(sizeof(float) * H * LQ * LK);
@@ -379,7 +434,8 @@ TEST(guard_pages_forward) {
     attn_isa isas[4];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 4400;
-    int32_t qsl[2] = {0, NEW}, lens[2] = {CTX + NEW, 11}, ctx[1] = {CTX}, tables[2 * 4] = {8, 0, 7, 1, 2, 6, 3, 5};
+    int32_t qsl[2] = {0, NEW}, lens[2] = {CTX + NEW, 11}, ctx[1] = {CTX},
+            tables[2 * 4] = {8, 0, 7, 1, 2, 6, 3, 5};
     int64_t slots[T];
     for (int t = 0; t < NEW; t++) slots[t] = (int64_t)tables[(CTX + t) / BS] * BS + (CTX + t) % BS;
     slots[NEW] = (int64_t)tables[4 + 10 / BS] * BS + 10 % BS;
@@ -392,13 +448,16 @@ TEST(guard_pages_forward) {
             size_t elems = (size_t)NB * BS * HK * D, csz = attn_dtype_size((attn_dtype)kv);
             float sc = attn__is_fp8((attn_dtype)kv) ? 0.02f : 1.0f;
             tg_set s; memset(&s, 0, sizeof s);
-            int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz), ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+            int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
+                ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
             int iq = tg_add(&s, tu_alloc(sizeof(float) * T * H * D), sizeof(float) * T * H * D);
             int ik = tg_add(&s, tu_alloc(sizeof(float) * T * HK * D), sizeof(float) * T * HK * D);
             int iv = tg_add(&s, tu_alloc(sizeof(float) * T * HK * D), sizeof(float) * T * HK * D);
             int io = tg_add(&s, tu_alloc(sizeof(float) * T * H * D), sizeof(float) * T * H * D);
-            int iqs = tg_add(&s, tg_dup(qsl, sizeof qsl), sizeof qsl), il = tg_add(&s, tg_dup(lens, sizeof lens), sizeof lens);
-            int ic = tg_add(&s, tg_dup(ctx, sizeof ctx), sizeof ctx), it = tg_add(&s, tg_dup(tables, sizeof tables), sizeof tables);
+            int iqs = tg_add(&s, tg_dup(qsl, sizeof qsl), sizeof qsl),
+                il = tg_add(&s, tg_dup(lens, sizeof lens), sizeof lens);
+            int ic = tg_add(&s, tg_dup(ctx, sizeof ctx), sizeof ctx),
+                it = tg_add(&s, tg_dup(tables, sizeof tables), sizeof tables);
             int isl = tg_add(&s, tg_dup(slots, sizeof slots), sizeof slots);
             for (size_t i = 0; i < elems; i++) {
                 td_store((attn_dtype)kv, s.orig[ikc], i, attn_test_rand_uniform(&rng, -1, 1) / sc);
@@ -409,7 +468,8 @@ TEST(guard_pages_forward) {
             tg_fill(&rng, ATTN_F32, s.orig[iv], (size_t)T * HK * D, -1, 1);
             attn_metadata md; memset(&md, 0, sizeof md);
             md.num_prefills = 1; md.num_prefill_tokens = NEW; md.num_decode_tokens = 1;
-            md.slot_mapping = slots; md.seq_lens = lens; md.query_start_loc = qsl; md.context_lens = ctx;
+            md.slot_mapping = slots; md.seq_lens = lens; md.query_start_loc = qsl;
+            md.context_lens = ctx;
             md.block_tables = tables; md.max_blocks_per_seq = 4;
             attn_kv_cache c; memset(&c, 0, sizeof c);
             c.num_blocks = NB; c.block_size = BS; c.num_kv_heads = HK; c.head_size = D;
@@ -421,7 +481,8 @@ TEST(guard_pages_forward) {
             size_t wsb = attn_forward_workspace_size(&L, &md, &e);
             int iw = tg_add(&s, NULL, wsb);
             void *ws = tu_alloc(wsb);
-            attn_rows rq = {s.orig[iq], ATTN_F32, 0}, rk = {s.orig[ik], ATTN_F32, 0}, rv = {s.orig[iv], ATTN_F32, 0};
+            attn_rows rq = {s.orig[iq], ATTN_F32, 0}, rk = {s.orig[ik], ATTN_F32, 0},
+                      rv = {s.orig[iv], ATTN_F32, 0};
             attn_rows ro = {want, ATTN_F32, 0};
             fails += attn_forward(&L, &e, rq, rk, rv, &c, &md, ro, ws, wsb) != ATTN_OK;
             for (int pl = 0; pl < 2; pl++) {
@@ -430,12 +491,16 @@ TEST(guard_pages_forward) {
                 g.key = s.guarded[ikc]; g.value = s.guarded[ivc];
                 attn_metadata gm = md;
                 gm.slot_mapping = TG(&s, isl, int64_t *); gm.seq_lens = TG(&s, il, int32_t *);
-                gm.query_start_loc = TG(&s, iqs, int32_t *); gm.context_lens = TG(&s, ic, int32_t *);
+                gm.query_start_loc = TG(&s, iqs, int32_t *);
+                gm.context_lens = TG(&s, ic, int32_t *);
                 gm.block_tables = TG(&s, it, int32_t *);
                 attn_rows gq = {s.guarded[iq], ATTN_F32, 0}, gk = {s.guarded[ik], ATTN_F32, 0};
                 attn_rows gv = {s.guarded[iv], ATTN_F32, 0}, go = {s.guarded[io], ATTN_F32, 0};
-                fails += attn_forward(&L, &e, gq, gk, gv, &g, &gm, go, s.guarded[iw], wsb) != ATTN_OK;
-                fails += !tg_same(&s, io, want, "forward out") + !tg_same(&s, ikc, wk, "forward keys") +
+                fails += attn_forward(&L, &e, gq, gk, gv, &g, &gm, go, s.guarded[iw], wsb) !=
+                    ATTN_OK;
+                fails +=
+                        !tg_same(&s, io, want, "forward out") + !tg_same(&s, ikc, wk,
+                                                                         "forward keys") +
                          !tg_same(&s, ivc, wv, "forward values");
                 tg_calls++;
                 tg_unmap(&s);
@@ -444,7 +509,8 @@ TEST(guard_pages_forward) {
             free(wk); free(wv); free(want); free(ws);
         }
     CHECK_EQ_INT(fails, 0);
-    printf("  guard pages: %ld calls, each buffer flush against an inaccessible page after it, then before it\n",
+    printf("  guard pages: %ld calls, each buffer flush against an inaccessible page after it, "
+           "then before it\n",
            tg_calls);
 }
 

@@ -48,8 +48,10 @@ static void tk_encode(void *dst, attn_dtype cdt, size_t i, float x, float scale)
 /* Rows value i as raw dtype bits from x; returns the value the dtype holds. */
 static float tk_put(void *raw, attn_dtype dt, size_t i, float x) {
     switch (dt) {
-        case ATTN_F16: ((uint16_t *)raw)[i] = attn_f32_to_f16(x); return attn_f16_to_f32(((uint16_t *)raw)[i]);
-        case ATTN_BF16: ((uint16_t *)raw)[i] = attn_f32_to_bf16(x); return attn_bf16_to_f32(((uint16_t *)raw)[i]);
+        case ATTN_F16: ((uint16_t *)raw)[i] = attn_f32_to_f16(x);
+        return attn_f16_to_f32(((uint16_t *)raw)[i]);
+        case ATTN_BF16: ((uint16_t *)raw)[i] = attn_f32_to_bf16(x);
+        return attn_bf16_to_f32(((uint16_t *)raw)[i]);
         default: ((float *)raw)[i] = x; return x;
     }
 }
@@ -64,7 +66,9 @@ static void tk_fill_wide(uint64_t *rng, attn_dtype dt, void *raw, size_t n) {
         else if (kind == 1) x = -INFINITY;
         else if (kind == 2) x = -0.0f;
         else if (kind < 6) x = attn_test_rand_uniform(rng, -1e6f, 1e6f);
-        else x = attn_test_rand_uniform(rng, -1.0f, 1.0f) * ldexpf(1.0f, attn_test_rand_int(rng, -30, 11));
+        else x =
+                attn_test_rand_uniform(rng, -1.0f, 1.0f) * ldexpf(1.0f,
+                                                                  attn_test_rand_int(rng, -30, 11));
         tk_put(raw, dt, i, x);
     }
 }
@@ -80,15 +84,19 @@ static void tk_ref_write(attn_kv_cache *want, attn_rows k, attn_rows v, const in
         for (int h = 0; h < hk; h++)
             for (int e = 0; e < d; e++) {
                 size_t at = (size_t)(((b * hk + h) * bs + o) * d + e);
-                tk_encode(want->key, want->dtype, at, tu_get(k.data, k.dtype, (size_t)(t * ks + h * d + e)), want->k_scale);
-                tk_encode(want->value, want->dtype, at, tu_get(v.data, v.dtype, (size_t)(t * vs + h * d + e)), want->v_scale);
+                tk_encode(want->key, want->dtype, at,
+                          tu_get(k.data, k.dtype, (size_t)(t * ks + h * d + e)), want->k_scale);
+                tk_encode(want->value, want->dtype, at,
+                          tu_get(v.data, v.dtype, (size_t)(t * vs + h * d + e)), want->v_scale);
             }
     }
 }
 
 /* A second cache struct with the same geometry over its own copy of c's contents. */
 static void tk_clone(const attn_kv_cache *c, attn_kv_cache *out, void **mem) {
-    size_t bytes = attn_kv_cache_bytes(c->num_blocks, c->block_size, c->num_kv_heads, c->head_size, c->dtype);
+    size_t bytes =
+            attn_kv_cache_bytes(c->num_blocks, c->block_size, c->num_kv_heads, c->head_size,
+                                c->dtype);
     *mem = tu_alloc(bytes);
     attn_kv_cache_init(out, c->num_blocks, c->block_size, c->num_kv_heads, c->head_size, c->dtype,
                        c->k_scale, c->v_scale, *mem, bytes);
@@ -112,7 +120,8 @@ TEST(kv_cache_bytes_and_init_layout) {
     for (int off = 0; off < 64; off += 7) {
         unsigned char *mem = (unsigned char *)tu_alloc(832 + 64);
         attn_kv_cache c;
-        CHECK_STATUS(attn_kv_cache_init(&c, 3, 4, 2, 8, ATTN_F16, 0.0f, 1.0f, mem + off, 832), ATTN_OK);
+        CHECK_STATUS(attn_kv_cache_init(&c, 3, 4, 2, 8, ATTN_F16, 0.0f, 1.0f, mem + off, 832),
+                     ATTN_OK);
         CHECK_EQ_INT((uintptr_t)c.key % 64, 0);
         CHECK_EQ_INT((uintptr_t)c.value % 64, 0);
         CHECK((unsigned char *)c.key >= mem + off);
@@ -143,24 +152,34 @@ TEST(kv_cache_init_rejects_bad_input) {
     before = c;
     size_t need = attn_kv_cache_bytes(2, 4, 2, 8, ATTN_BF16);
     REQUIRE(need > 0 && need <= sizeof mem);
-#define TK_BAD(call, want) do { CHECK_STATUS(call, want); CHECK(memcmp(&c, &before, sizeof c) == 0); } while (0)
+#define TK_BAD(call, want)                                                                         \
+    do { CHECK_STATUS(call, want); CHECK(memcmp(&c, &before, sizeof c) == 0); } while (0)
     TK_BAD(attn_kv_cache_init(NULL, 2, 4, 2, 8, ATTN_BF16, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 1, 1, NULL, need), ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 0, 4, 2, 8, ATTN_BF16, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 2, -4, 2, 8, ATTN_BF16, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 2, 4, 0, 8, ATTN_BF16, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 0, ATTN_BF16, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 1, 1, 1, ATTN_MAX_HEAD_SIZE + 1, ATTN_FP8_E4M3, 1, 1, mem, sizeof mem), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, (attn_dtype)7, 1, 1, mem, need), ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 1, 1, 1, ATTN_MAX_HEAD_SIZE + 1, ATTN_FP8_E4M3, 1, 1, mem,
+                              sizeof mem), ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, (attn_dtype)7, 1, 1, mem, need),
+           ATTN_ERR_INVALID_ARG);
     TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 2, 1, mem, need), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_F32, 1, 0.5f, mem, sizeof mem), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E4M3, -1, 1, mem, need), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E4M3, 1, NAN, mem, need), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E5M2, INFINITY, 1, mem, need), ATTN_ERR_INVALID_ARG);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 1, 1, mem, need - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
-    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 1, 1, mem, 0), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_F32, 1, 0.5f, mem, sizeof mem),
+           ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E4M3, -1, 1, mem, need),
+           ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E4M3, 1, NAN, mem, need),
+           ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E5M2, INFINITY, 1, mem, need),
+           ATTN_ERR_INVALID_ARG);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 1, 1, mem, need - 1),
+           ATTN_ERR_WORKSPACE_TOO_SMALL);
+    TK_BAD(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 1, 1, mem, 0),
+           ATTN_ERR_WORKSPACE_TOO_SMALL);
     /* sizes whose product overflows size_t are invalid, not wrapped */
-    TK_BAD(attn_kv_cache_init(&c, 0x7fffffff, 0x7fffffff, 0x7fffffff, 512, ATTN_F32, 1, 1, mem, sizeof mem),
+    TK_BAD(attn_kv_cache_init(&c, 0x7fffffff, 0x7fffffff, 0x7fffffff, 512, ATTN_F32, 1, 1, mem,
+                              sizeof mem),
            ATTN_ERR_INVALID_ARG);
 #undef TK_BAD
     CHECK_EQ_INT(attn_kv_cache_bytes(0x7fffffff, 0x7fffffff, 0x7fffffff, 512, ATTN_F32), 0);
@@ -168,7 +187,8 @@ TEST(kv_cache_init_rejects_bad_input) {
     CHECK_EQ_INT(attn_kv_cache_bytes(2, 4, 2, -8, ATTN_F16), 0);
     CHECK_EQ_INT(attn_kv_cache_bytes(2, 4, 2, 8, (attn_dtype)6), 0);
     /* fp8 accepts any finite positive scale; non-fp8 accepts exactly 1 or 0 */
-    CHECK_STATUS(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E5M2, 1e-3f, 7.5f, mem, sizeof mem), ATTN_OK);
+    CHECK_STATUS(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_FP8_E5M2, 1e-3f, 7.5f, mem, sizeof mem),
+                 ATTN_OK);
     CHECK(c.k_scale == 1e-3f && c.v_scale == 7.5f);
     CHECK_STATUS(attn_kv_cache_init(&c, 2, 4, 2, 8, ATTN_BF16, 0.0f, 1.0f, mem, need), ATTN_OK);
 }
@@ -207,13 +227,16 @@ TEST(kv_sizing_helpers_exact_and_round_trip) {
         int layers = attn_test_rand_int(&rng, 1, 80), bs = attn_test_rand_int(&rng, 1, 64);
         int hk = attn_test_rand_int(&rng, 1, 16), d = attn_test_rand_int(&rng, 1, 256);
         attn_dtype dt = (attn_dtype)attn_test_rand_int(&rng, 0, ATTN_DTYPE_COUNT - 1);
-        size_t budget = (size_t)attn_test_rand_int(&rng, 0, 1 << 30) * (size_t)attn_test_rand_int(&rng, 1, 64);
+        size_t budget =
+                (size_t)attn_test_rand_int(&rng, 0, 1 << 30) * (size_t)attn_test_rand_int(&rng, 1,
+                                                                                          64);
         int nb = attn_kv_blocks_for_bytes(budget, layers, bs, hk, d, dt);
         if (nb > 0) {
             size_t per = attn_kv_cache_bytes(nb, bs, hk, d, dt);
             CHECK(per != 0 && per * (size_t)layers <= budget);
         }
-        if (nb < 0x7fffffff) CHECK(attn_kv_cache_bytes(nb + 1, bs, hk, d, dt) * (size_t)layers > budget);
+        if (nb < 0x7fffffff) CHECK(attn_kv_cache_bytes(nb + 1, bs, hk, d, dt) * (size_t)layers >
+                                   budget);
         CHECK_EQ_INT(attn_kv_max_tokens(budget, layers, bs, hk, d, dt), (int64_t)nb * bs);
         /* the per-block payload times the blocks never exceeds the budget */
         CHECK(attn_kv_block_bytes(layers, bs, hk, d, dt) * (size_t)nb <= budget);
@@ -250,7 +273,8 @@ TEST(write_kv_matches_reference_all_dtype_pairs) {
                 int j = attn_test_rand_int(&rng, 0, i), x = perm[i];
                 perm[i] = perm[j]; perm[j] = x;
             }
-            for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, 0, 4) == 0 ? -1 : perm[t];
+            for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, 0, 4) ==
+                0 ? -1 : perm[t];
             tk_fill_wide(&rng, kdt, kraw, (size_t)T * S);
             tk_fill_wide(&rng, vdt, vraw, (size_t)T * S);
             attn_rows k = {kraw, kdt, S}, v = {vraw, vdt, S};
@@ -288,7 +312,8 @@ TEST(write_kv_same_dtype_is_bit_exact_copy) {
                 if (dt == ATTN_F32) memcpy(rows + i * 4, &f32_specials[i % 7], 4);
                 else memcpy(rows + i * 2, &h_specials[i % 7], 2);
             } else {
-                for (size_t b = 0; b < esz; b++) rows[i * esz + b] = (unsigned char)attn_test_rand_u64(&rng);
+                for (size_t b = 0; b < esz; b++) rows[i * esz + b] =
+                        (unsigned char)attn_test_rand_u64(&rng);
             }
         }
         for (int i = 0; i < n_isa; i++) {
@@ -303,8 +328,10 @@ TEST(write_kv_same_dtype_is_bit_exact_copy) {
                 for (int h = 0; h < HK; h++) {
                     int64_t b = slots[t] / 2, o = slots[t] % 2;
                     size_t at = (size_t)(((b * HK + h) * 2 + o) * D) * esz;
-                    CHECK_BITEQ((unsigned char *)c.key + at, rows + ((size_t)t * HK + h) * D * esz, D * esz);
-                    CHECK_BITEQ((unsigned char *)c.value + at, rows + ((size_t)t * HK + h) * D * esz, D * esz);
+                    CHECK_BITEQ((unsigned char *)c.key + at, rows + ((size_t)t * HK + h) * D * esz,
+                                D * esz);
+                    CHECK_BITEQ((unsigned char *)c.value + at,
+                                rows + ((size_t)t * HK + h) * D * esz, D * esz);
                 }
             free(mem);
         }
@@ -314,9 +341,11 @@ TEST(write_kv_same_dtype_is_bit_exact_copy) {
 TEST(write_kv_fp8_scaling_and_saturation) {
     /* Hand-computed codes, independent of the encoders: e4m3 with scale 2 stores x / 2. */
     float x[8] = {1.0f, 896.0f, 1e5f, -1e5f, INFINITY, 3.0f, 0.0f, -0.0f};
-    uint8_t want_e4m3[8] = {0x30 /* 0.5 */, 0x7e /* 448 */, 0x7e, 0xfe, 0x7e, 0x3c /* 1.5 */, 0x00, 0x80};
+    uint8_t want_e4m3[8] = {0x30 /* 0.5 */, 0x7e /* 448 */, 0x7e, 0xfe, 0x7e, 0x3c /* 1.5 */,
+                            0x00, 0x80};
     /* e5m2 with scale 0.25 stores 4x: 1 -> 4, 896 -> 3584, saturates at 57344 */
-    uint8_t want_e5m2[8] = {0x44 /* 4 */, 0x6b /* 3584 */, 0x7b, 0xfb, 0x7b, 0x4a /* 12 */, 0x00, 0x80};
+    uint8_t want_e5m2[8] = {0x44 /* 4 */, 0x6b /* 3584 */, 0x7b, 0xfb, 0x7b, 0x4a /* 12 */,
+                            0x00, 0x80};
     for (int f = 0; f < 2; f++) {
         attn_kv_cache c;
         void *mem;
@@ -329,7 +358,9 @@ TEST(write_kv_fp8_scaling_and_saturation) {
         CHECK_BITEQ(c.key, f ? want_e5m2 : want_e4m3, 8);
         CHECK_BITEQ(c.value, f ? want_e5m2 : want_e4m3, 8);
         /* read back = stored * scale */
-        float back = (f ? attn_fp8_e5m2_to_f32(((uint8_t *)c.key)[1]) : attn_fp8_e4m3_to_f32(((uint8_t *)c.key)[1])) * sc;
+        float back =
+                (f ? attn_fp8_e5m2_to_f32(((uint8_t *)c.key)[1])
+                 : attn_fp8_e4m3_to_f32(((uint8_t *)c.key)[1])) * sc;
         CHECK_NEAR(back, 896.0f, 0.0f);
         free(mem);
     }
@@ -425,7 +456,8 @@ TEST(write_kv_duplicate_slots_last_wins) {
     void *mem, *wmem;
     uint64_t rng = attn_test_seed() ^ 0xd0;
     REQUIRE(tk_cache_new(&c, &mem, NB, BS, HK, D, ATTN_F16, 1.0f, 1.0f) == ATTN_OK);
-    float *k = (float *)tu_alloc(sizeof(float) * T * HK * D), *v = (float *)tu_alloc(sizeof(float) * T * HK * D);
+    float *k = (float *)tu_alloc(sizeof(float) * T * HK * D),
+           *v = (float *)tu_alloc(sizeof(float) * T * HK * D);
     for (int i = 0; i < T * HK * D; i++) { k[i] = (float)i; v[i] = (float)(i % 1000) * 0.5f; }
     int64_t slots[T];
     /* many tokens land on the same few slots */
@@ -440,7 +472,8 @@ TEST(write_kv_duplicate_slots_last_wins) {
     int last4 = -1;
     for (int t = 0; t < T; t++) if (slots[t] == 4) last4 = t;
     REQUIRE(last4 >= 0);
-    CHECK_EQ_INT(((uint16_t *)want.key)[((1 * HK + 0) * BS + 1) * D], attn_f32_to_f16(k[last4 * HK * D]));
+    CHECK_EQ_INT(((uint16_t *)want.key)[((1 * HK + 0) * BS + 1) * D],
+                 attn_f32_to_f16(k[last4 * HK * D]));
     int threads[4] = {1, 2, 4, 7};
     for (int i = 0; i < 5; i++) {
         tu_pool pool = {0};
@@ -467,7 +500,8 @@ TEST(write_kv_rejects_bad_input) {
     uint8_t k8[2 * HK * D] = {0};
     int64_t slots[2] = {0, 1};
     attn_rows rk = {k, ATTN_F32, 0}, rv = {v, ATTN_F32, 0};
-    attn_rows nul = {NULL, ATTN_F32, 0}, f8 = {k8, ATTN_FP8_E4M3, 0}, narrow = {k, ATTN_F32, HK * D - 1};
+    attn_rows nul = {NULL, ATTN_F32, 0}, f8 = {k8, ATTN_FP8_E4M3, 0},
+              narrow = {k, ATTN_F32, HK * D - 1};
     attn_rows neg = {k, ATTN_F32, -8};
     attn_exec bad_threads = tu_exec(ATTN_ISA_AUTO, -1), bad_isa = tu_exec((attn_isa)7, 1);
     CHECK_STATUS(attn_write_kv(NULL, rk, rv, slots, 2, NULL), ATTN_ERR_INVALID_ARG);
@@ -560,7 +594,8 @@ static void tk_every_cache_call(attn_kv_cache *c, attn_kv_cache *good, attn_stat
     CHECK_STATUS(attn_forward(&L, NULL, rq, rkv, rkv, c, &md, ro, ws, bytes), want);
     if (want != ATTN_OK) {  /* nothing written */
         int untouched = 1;
-        for (int i = 0; i < 2 * TKR_HK * TKR_D; i++) untouched &= out[0][i] == 0.0f && out[1][i] == 0.0f;
+        for (int i = 0; i < 2 * TKR_HK * TKR_D; i++) untouched &= out[0][i] == 0.0f &&
+            out[1][i] == 0.0f;
         CHECK(untouched);
     }
     free(ws);
@@ -630,15 +665,18 @@ TEST(swap_blocks_copies_exactly_and_validates) {
     CHECK_STATUS(attn_swap_blocks(&src, &dst, &pairs[0][0], 3), ATTN_OK);
     for (int b = 0; b < 9; b++) {
         int from = b == 3 ? 0 : b == 0 ? 5 : b == 8 ? 0 : -1;
-        const unsigned char *wk = from >= 0 ? (unsigned char *)src.key + from * bb : (unsigned char *)snap.key + b * bb;
-        const unsigned char *wv = from >= 0 ? (unsigned char *)src.value + from * bb : (unsigned char *)snap.value + b * bb;
+        const unsigned char *wk = from >=
+                0 ? (unsigned char *)src.key + from * bb : (unsigned char *)snap.key + b * bb;
+        const unsigned char *wv = from >=
+                0 ? (unsigned char *)src.value + from * bb : (unsigned char *)snap.value + b * bb;
         CHECK_BITEQ((unsigned char *)dst.key + b * bb, wk, bb);
         CHECK_BITEQ((unsigned char *)dst.value + b * bb, wv, bb);
     }
     memcpy(snap.key, dst.key, tk_array_bytes(&dst));
     memcpy(snap.value, dst.value, tk_array_bytes(&dst));
     /* rejected calls leave dst untouched */
-    int64_t out_src[2][2] = {{1, 1}, {6, 2}}, out_dst[2][2] = {{1, 1}, {2, 9}}, neg[1][2] = {{-1, 0}};
+    int64_t out_src[2][2] = {{1, 1}, {6, 2}}, out_dst[2][2] = {{1, 1}, {2, 9}},
+            neg[1][2] = {{-1, 0}};
     int64_t dup[3][2] = {{1, 4}, {2, 5}, {3, 4}};
     CHECK_STATUS(attn_swap_blocks(&src, &dst, &out_src[0][0], 2), ATTN_ERR_OUT_OF_RANGE);
     CHECK_STATUS(attn_swap_blocks(&src, &dst, &out_dst[0][0], 2), ATTN_ERR_OUT_OF_RANGE);
@@ -659,7 +697,8 @@ TEST(swap_blocks_copies_exactly_and_validates) {
     other = src; other.num_kv_heads = 1; other.head_size = 10;
     CHECK_STATUS(attn_swap_blocks(&other, &dst, &dup[0][0], 1), ATTN_ERR_INVALID_ARG);
     /* within one cache: a chain or a self pair would depend on the copy order */
-    int64_t chain[2][2] = {{1, 2}, {2, 3}}, self_pair[1][2] = {{4, 4}}, fan[3][2] = {{1, 2}, {1, 3}, {7, 8}};
+    int64_t chain[2][2] = {{1, 2}, {2, 3}}, self_pair[1][2] = {{4, 4}},
+            fan[3][2] = {{1, 2}, {1, 3}, {7, 8}};
     CHECK_STATUS(attn_swap_blocks(&dst, &dst, &chain[0][0], 2), ATTN_ERR_INVALID_ARG);
     CHECK_STATUS(attn_swap_blocks(&dst, &dst, &self_pair[0][0], 1), ATTN_ERR_INVALID_ARG);
     attn_kv_cache alias = dst;  /* another struct over the same memory is the same cache */
@@ -703,13 +742,16 @@ TEST(copy_blocks_all_layers_and_validates) {
         size_t bb = tk_block_bytes(&c[l]);
         for (int b = 0; b < NB; b++) {
             int from = b == 4 || b == 5 ? 1 : b == 6 ? 2 : b;
-            CHECK_BITEQ((unsigned char *)c[l].key + b * bb, (unsigned char *)snap[l].key + from * bb, bb);
-            CHECK_BITEQ((unsigned char *)c[l].value + b * bb, (unsigned char *)snap[l].value + from * bb, bb);
+            CHECK_BITEQ((unsigned char *)c[l].key + b * bb,
+                        (unsigned char *)snap[l].key + from * bb, bb);
+            CHECK_BITEQ((unsigned char *)c[l].value + b * bb,
+                        (unsigned char *)snap[l].value + from * bb, bb);
         }
         memcpy(snap[l].key, c[l].key, tk_array_bytes(&c[l]));
         memcpy(snap[l].value, c[l].value, tk_array_bytes(&c[l]));
     }
-    int64_t oor[2][2] = {{0, 1}, {2, NB}}, dup[2][2] = {{0, 7}, {3, 7}}, chain[2][2] = {{0, 1}, {1, 2}};
+    int64_t oor[2][2] = {{0, 1}, {2, NB}}, dup[2][2] = {{0, 7}, {3, 7}},
+            chain[2][2] = {{0, 1}, {1, 2}};
     int64_t chain_rev[2][2] = {{1, 2}, {0, 1}}, self_pair[1][2] = {{3, 3}};
     CHECK_STATUS(attn_copy_blocks(layers, L, &oor[0][0], 2), ATTN_ERR_OUT_OF_RANGE);
     CHECK_STATUS(attn_copy_blocks(layers, L, &dup[0][0], 2), ATTN_ERR_INVALID_ARG);
@@ -759,7 +801,8 @@ TEST(pair_conflicts_found_across_bitmap_windows) {
     uint64_t rng = attn_test_seed() ^ 0xb175;
     int64_t pairs[40][2];
     for (int it = 0; it < 3000; it++) {
-        int n = attn_test_rand_int(&rng, 0, 40), span = attn_test_rand_int(&rng, 0, 3) ? 200 : 150000;
+        int n = attn_test_rand_int(&rng, 0, 40),
+            span = attn_test_rand_int(&rng, 0, 3) ? 200 : 150000;
         for (int i = 0; i < n; i++) {
             pairs[i][0] = attn_test_rand_int(&rng, 0, span);
             pairs[i][1] = attn_test_rand_int(&rng, 0, span);
@@ -797,7 +840,8 @@ TEST(block_pool_init_counts_and_bad_input) {
     CHECK_STATUS(attn_block_pool_init(&p, 10, 4, mem + 3, need - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
     CHECK(memcmp(&p, &before, sizeof p) == 0);
     CHECK_STATUS(attn_block_pool_init(&p, 10, 4, mem + 3, need), ATTN_OK);
-    CHECK((unsigned char *)p.refcount >= mem + 3 && (unsigned char *)(p.free_ids + 10) <= mem + 3 + need);
+    CHECK((unsigned char *)p.refcount >= mem + 3 &&
+          (unsigned char *)(p.free_ids + 10) <= mem + 3 + need);
     CHECK_EQ_INT(attn_block_pool_free_count(&p), 10);
     CHECK_EQ_INT(attn_block_pool_used_count(&p), 0);
     CHECK_EQ_INT(attn_block_pool_free_count(NULL), 0);
@@ -837,7 +881,8 @@ static void tk_take(tk_snap *s, const attn_block_pool *p, const void *mem, size_
     s->pool = *p;
     memcpy(s->mem, mem, bytes);
     s->seq = *seq;
-    if (seq->max_blocks > 0) memcpy(s->table, seq->block_table, sizeof(int32_t) * (size_t)seq->max_blocks);
+    if (seq->max_blocks >
+        0) memcpy(s->table, seq->block_table, sizeof(int32_t) * (size_t)seq->max_blocks);
 }
 
 static int tk_unchanged(const tk_snap *s, const attn_block_pool *p, const void *mem, size_t bytes,
@@ -1092,7 +1137,8 @@ TEST(block_pool_randomized_against_model) {
     memset(&m, 0, sizeof m);
     for (int q = 0; q < TKM_SEQS; q++) attn_seq_init(&s[q], tables[q], 6 + 3 * q);  /* 6 .. 27 */
     uint64_t rng = attn_test_seed() ^ 0x9001;
-    int count[8] = {0};  /* ok appends, cow, table full, out of blocks, forks, truncates, releases, missing cow buffer */
+    int count[8] = {0};  /* ok appends, cow, table full, out of blocks, forks, truncates,
+                            releases, missing cow buffer */
     int64_t slots[128], cow[1][2];
     for (int step = 0; step < 6000; step++) {
         int op = attn_test_rand_int(&rng, 0, 9), q = attn_test_rand_int(&rng, 0, TKM_SEQS - 1);
@@ -1107,10 +1153,12 @@ TEST(block_pool_randomized_against_model) {
             int64_t new_blocks = (new_len + TKM_BS - 1) / TKM_BS;
             int free_now = 0;
             for (int b = 0; b < TKM_BLOCKS; b++) free_now += m.rc[b] == 0;
-            int give_cow = attn_test_rand_int(&rng, 0, 5) != 0;  /* sometimes "I know nothing is shared" */
+            /* sometimes "I know nothing is shared" */
+            int give_cow = attn_test_rand_int(&rng, 0, 5) != 0;
             attn_status want = cow_needed && !give_cow ? ATTN_ERR_INVALID_ARG
                                : new_blocks > s[q].max_blocks ? ATTN_ERR_OUT_OF_RANGE
-                               : new_blocks - m.n[q] + cow_needed > free_now ? ATTN_ERR_OUT_OF_BLOCKS
+                               : new_blocks - m.n[q] + cow_needed >
+                                   free_now ? ATTN_ERR_OUT_OF_BLOCKS
                                : ATTN_OK;
             int n_cow = -5;
             for (int i = 0; i < 128; i++) slots[i] = -77;
@@ -1119,7 +1167,8 @@ TEST(block_pool_randomized_against_model) {
             REQUIRE_MSG(got == want, "step %d append %d to seq %d: got %s want %s", step, n, q,
                         attn_status_str(got), attn_status_str(want));
             if (got != ATTN_OK) {
-                REQUIRE_MSG(tk_unchanged(&snap, &p, mem, bytes, &s[q]), "step %d: failed append changed state", step);
+                REQUIRE_MSG(tk_unchanged(&snap, &p, mem, bytes, &s[q]),
+                            "step %d: failed append changed state", step);
                 for (int i = 0; i < 128; i++) REQUIRE(slots[i] == -77);
                 if (give_cow) REQUIRE(n_cow == -5);
                 count[got == ATTN_ERR_OUT_OF_RANGE ? 2 : got == ATTN_ERR_OUT_OF_BLOCKS ? 3 : 7]++;
@@ -1168,7 +1217,8 @@ TEST(block_pool_randomized_against_model) {
             }
         } else if (op <= 8) {  /* truncate, sometimes past the end (rejected) */
             int64_t new_len = attn_test_rand_int(&rng, 0, 9) == 0 ? m.len[q] + 1
-                                                                  : attn_test_rand_int(&rng, 0, (int)m.len[q]);
+                                                                  : attn_test_rand_int(&rng, 0,
+                                                                          (int)m.len[q]);
             attn_status got = attn_seq_truncate(&p, &s[q], new_len);
             if (new_len > m.len[q]) {
                 REQUIRE(got == ATTN_ERR_INVALID_ARG);
@@ -1188,7 +1238,8 @@ TEST(block_pool_randomized_against_model) {
             m.len[q] = 0;
             count[6]++;
         }
-        REQUIRE_MSG(tk_model_agrees(&m, &p, s), "step %d (op %d, seq %d): pool disagrees with the model", step, op, q);
+        REQUIRE_MSG(tk_model_agrees(&m, &p, s),
+                    "step %d (op %d, seq %d): pool disagrees with the model", step, op, q);
     }
     /* every path was exercised */
     for (int i = 0; i < 8; i++) CHECK_MSG(count[i] > 0, "path %d never taken", i);
@@ -1216,7 +1267,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
     void *cmem[2];
     attn_kv_cache *layers[2] = {&c[0], &c[1]};
     for (int l = 0; l < 2; l++) {
-        REQUIRE(tk_cache_new(&c[l], &cmem[l], TKC_NB, TKC_BS, hk[l], dd[l], dts[l], 1, 1) == ATTN_OK);
+        REQUIRE(tk_cache_new(&c[l], &cmem[l], TKC_NB, TKC_BS, hk[l], dd[l], dts[l], 1, 1) ==
+                ATTN_OK);
         memset(c[l].key, 0xff, tk_array_bytes(&c[l]));  /* NaN everywhere until written */
         memset(c[l].value, 0xff, tk_array_bytes(&c[l]));
     }
@@ -1251,7 +1303,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
                     for (int h = 0; h < hk[l]; h++)
                         for (int d = 0; d < dd[l]; d++)
                             for (int kv = 0; kv < 2; kv++)
-                                rows[l][kv][(t * hk[l] + h) * dd[l] + d] = tkc_val(l, next_token + t, h, d, kv);
+                                rows[l][kv][(t * hk[l] + h) * dd[l] + d] =
+                                        tkc_val(l, next_token + t, h, d, kv);
                 attn_rows rk = {rows[l][0], ATTN_F32, 0}, rv = {rows[l][1], ATTN_F32, 0};
                 attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);
                 REQUIRE(attn_write_kv(&c[l], rk, rv, slots, n, &e) == ATTN_OK);
@@ -1264,7 +1317,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
             REQUIRE(attn_seq_fork(&p, &s[parent], &s[q]) == ATTN_OK);
             memcpy(tokens[q], tokens[parent], sizeof(int) * (size_t)s[parent].len);
         } else if (op == 8) {
-            REQUIRE(attn_seq_truncate(&p, &s[q], attn_test_rand_int(&rng, 0, (int)s[q].len)) == ATTN_OK);
+            REQUIRE(attn_seq_truncate(&p, &s[q], attn_test_rand_int(&rng, 0, (int)s[q].len)) ==
+                    ATTN_OK);
         } else {
             attn_seq_release(&p, &s[q]);
         }
@@ -1276,10 +1330,12 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
                     for (int h = 0; h < hk[l]; h++)
                         for (int d = 0; d < dd[l]; d++) {
                             size_t at = (size_t)(((blk * hk[l] + h) * TKC_BS + off) * dd[l] + d);
-                            float gk = tu_get(c[l].key, dts[l], at), gv = tu_get(c[l].value, dts[l], at);
+                            float gk = tu_get(c[l].key, dts[l], at),
+                                  gv = tu_get(c[l].value, dts[l], at);
                             REQUIRE_MSG(gk == tkc_val(l, tokens[r][pos], h, d, 0) &&
                                             gv == tkc_val(l, tokens[r][pos], h, d, 1),
-                                        "step %d seq %d pos %d layer %d: got %g/%g want %g/%g", step,
+                                        "step %d seq %d pos %d layer %d: got %g/%g want %g/%g",
+                                        step,
                                         r, (int)pos, l, gk, gv, tkc_val(l, tokens[r][pos], h, d, 0),
                                         tkc_val(l, tokens[r][pos], h, d, 1));
                             checks++;

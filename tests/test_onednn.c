@@ -33,7 +33,8 @@ TEST(onednn_matches_native_on_prefill_shapes) {
                 int ok = ts_run(&c, &d, &en, native, NULL) == ATTN_OK &&
                          ts_run(&c, &d, &eo, onednn, NULL) == ATTN_OK;
                 /* f32: both accumulate in f32 in a different order; bf16: one output rounding */
-                double tol = c.dt == ATTN_F32 ? 2e-6 : 1.6e-2, diff = ok ? to_max_diff(native, onednn, c.dt, n) : 1e9;
+                double tol = c.dt == ATTN_F32 ? 2e-6 : 1.6e-2,
+                       diff = ok ? to_max_diff(native, onednn, c.dt, n) : 1e9;
                 if (!(diff <= tol)) {
                     fails++;
                     printf("  D=%d G=%d dt=%s: onednn vs native max diff %.3g (tol %.3g)\n", c.D, G,
@@ -59,7 +60,8 @@ static size_t to_count_diff(const void *a, const void *b, attn_dtype dt, size_t 
 TEST(onednn_honours_f32_probs) {
     int lq[1] = {300}, lk[1] = {300};
     ts_case c; memset(&c, 0, sizeof c);
-    c.H = 8; c.Hk = 2; c.D = 128; c.num_seqs = 1; c.lq = lq; c.lk = lk; c.causal = 1; c.dt = ATTN_BF16;
+    c.H = 8; c.Hk = 2; c.D = 128; c.num_seqs = 1; c.lq = lq; c.lk = lk; c.causal = 1;
+    c.dt = ATTN_BF16;
     ts_data d;
     ts_make(&c, 4242, &d);
     size_t n = (size_t)lq[0] * c.H * c.D;
@@ -69,13 +71,17 @@ TEST(onednn_honours_f32_probs) {
     eo.gemm = ATTN_GEMM_ONEDNN;
     CHECK(ts_run(&c, &d, &eo, rounded, NULL) == ATTN_OK);
     eo.f32_probs = 1;
-    CHECK(ts_run(&c, &d, &en, native, NULL) == ATTN_OK && ts_run(&c, &d, &eo, exact, NULL) == ATTN_OK);
+    CHECK(ts_run(&c, &d, &en, native, NULL) == ATTN_OK &&
+          ts_run(&c, &d, &eo, exact, NULL) == ATTN_OK);
     size_t off_exact = to_count_diff(native, exact, c.dt, n);
     size_t off_rounded = to_count_diff(native, rounded, c.dt, n);
-    CHECK_MSG(off_exact * 1000 <= n, "f32_probs = 1: %zu of %zu outputs differ from the f32 kernels",
+    CHECK_MSG(off_exact * 1000 <=
+              n, "f32_probs = 1: %zu of %zu outputs differ from the f32 kernels",
               off_exact, n);
-    if (attn__cpu_flags() & ATTN__CPU_AVX512BF16)  /* oneDNN has bf16 kernels here: the test can tell */
-        CHECK_MSG(off_rounded > 10 * off_exact + 10, "bf16 P moved %zu outputs, f32 P %zu", off_rounded,
+    if (attn__cpu_flags() & ATTN__CPU_AVX512BF16)  /* oneDNN has bf16 kernels here: the test can
+                                                      tell */
+        CHECK_MSG(off_rounded >
+                  10 * off_exact + 10, "bf16 P moved %zu outputs, f32 P %zu", off_rounded,
                   off_exact);
     free(native); free(exact); free(rounded);
     ts_free(&d);
@@ -130,10 +136,12 @@ TEST(onednn_engine_unsupported_without_the_macro) {
     attn_exec e = tu_exec(ATTN_ISA_AUTO, 1);
     e.gemm = ATTN_GEMM_ONEDNN;
     for (int i = 0; i < 16; i++) o[i] = 3.0f;
-    CHECK_STATUS(attn_sdpa(&p, &e, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws), ATTN_ERR_UNSUPPORTED);
+    CHECK_STATUS(attn_sdpa(&p, &e, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws),
+                 ATTN_ERR_UNSUPPORTED);
     for (int i = 0; i < 16; i++) CHECK_NEAR(o[i], 3.0, 0.0);
     attn_layer layer;
-    CHECK_STATUS(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_IPEX), ATTN_ERR_UNSUPPORTED);
+    CHECK_STATUS(attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_IPEX),
+                 ATTN_ERR_UNSUPPORTED);
 }
 #endif
 

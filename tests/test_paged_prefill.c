@@ -16,10 +16,12 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     float *qf = (float *)tu_alloc(nq * 4);
     uint64_t rng = seed * 3 + 1;
     tu_fill(&rng, c.act_dt, q, qf, nq, -1.5f, 1.5f);
-    double *ref = (double *)tu_alloc(nq * sizeof(double)), *ref_lse = (double *)tu_alloc(nq * sizeof(double));
+    double *ref = (double *)tu_alloc(nq * sizeof(double)),
+            *ref_lse = (double *)tu_alloc(nq * sizeof(double));
     for (s = 0; s < c.num_seqs; s++) {
         size_t kr = (size_t)c.Hk * c.D;
-        float *k = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4), *v = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4);
+        float *k = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4),
+               *v = (float *)tu_alloc(((size_t)lens[s] * kr + 1) * 4);
         ref_gather_paged(d.kf, c.bs, c.Hk, c.D, d.tables + s * d.max_blocks, lens[s], k);
         ref_gather_paged(d.vf, c.bs, c.Hk, c.D, d.tables + s * d.max_blocks, lens[s], v);
         ref_attention(&d.p, causal, chunk[s], lens[s], qf + (size_t)qsl[s] * row, 0, k, 0, v, 0,
@@ -39,10 +41,12 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
             attn_exec e = tu_exec(isas[k % n_isa], t);
             e.gemm = gemms[k / n_isa];
             attn_rows rq = {q, c.act_dt, 0}, ro = {t == 1 ? o1 : o2, c.act_dt, 0};
-            size_t bytes = attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, c.num_seqs);
+            size_t bytes =
+                    attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, c.num_seqs);
             void *ws = tu_alloc(bytes);
             if (attn_paged_prefill(&d.p, &e, rq, ro, &d.cache, d.tables, d.max_blocks, qsl, d.lens,
-                                   c.num_seqs, causal, t == 1 ? l1 : l2, ws, bytes) != ATTN_OK) bad++;
+                                   c.num_seqs, causal, t == 1 ? l1 : l2, ws,
+                                   bytes) != ATTN_OK) bad++;
             free(ws);
         }
         for (size_t i = 0; i < n_out; i++) {
@@ -51,15 +55,19 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
         }
         for (size_t i = 0; i < (size_t)qsl[c.num_seqs] * c.H; i++) {
             double w = ref_lse[i];
-            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0) : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
+            bad_lse += isinf(w) ? !(isinf(l1[i]) && l1[i] < 0)
+                : !(fabs(l1[i] - w) <= 1e-4 * (1 + fabs(w)));
         }
         int same = !memcmp(o1, o2, n_out * esz);
         if (bad || bad_lse || !same) {
             fails++;
-            printf("  paged prefill H=%d Hk=%d D=%d bs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
-                   "causal=%d isa=%s gemm=%s: %d bad, %d bad lse, threads %s\n", c.H, c.Hk, c.D, c.bs,
+            printf("  paged prefill H=%d Hk=%d D=%d bs=%d kv=%s act=%s alibi=%d W=%d cap=%g "
+                   "sinks=%d "
+                   "causal=%d isa=%s gemm=%s: %d bad, %d bad lse, threads %s\n", c.H, c.Hk, c.D,
+                   c.bs,
                    attn_dtype_name(c.kv_dt), attn_dtype_name(c.act_dt), c.alibi, c.window, c.cap,
-                   c.sinks, causal, attn_isa_name(isas[k % n_isa]), tu_gemm_name(gemms[k / n_isa]), bad, bad_lse, same ? "equal" : "DIFFER");
+                   c.sinks, causal, attn_isa_name(isas[k % n_isa]), tu_gemm_name(gemms[k / n_isa]),
+                   bad, bad_lse, same ? "equal" : "DIFFER");
         }
     }
     free(q); free(qf); free(ref); free(ref_lse); free(o1); free(o2); free(l1); free(l2);
@@ -121,7 +129,8 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
     td_values_equal_keys(&c, &d);
     void *separate = d.cache.value;
     size_t n_out = (size_t)qsl[2] * c.H * c.D;
-    float *q = (float *)tu_alloc(n_out * 4), *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
+    float *q = (float *)tu_alloc(n_out * 4), *a = (float *)tu_alloc(n_out * 4),
+           *b = (float *)tu_alloc(n_out * 4);
     uint64_t rng = 5;
     for (size_t i = 0; i < n_out; i++) q[i] = attn_test_rand_uniform(&rng, -1.5f, 1.5f);
     attn_isa isas[4];
@@ -132,10 +141,12 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
         size_t bytes = attn_paged_prefill_workspace_size(&d.p, &e, &d.cache, qsl, d.lens, 2);
         void *ws = tu_alloc(bytes);
         d.cache.value = separate;
-        REQUIRE(attn_paged_prefill(&d.p, &e, rq, ra, &d.cache, d.tables, d.max_blocks, qsl, d.lens, 2, 1, NULL,
+        REQUIRE(attn_paged_prefill(&d.p, &e, rq, ra, &d.cache, d.tables, d.max_blocks, qsl, d.lens,
+                                   2, 1, NULL,
                                    ws, bytes) == ATTN_OK);
         d.cache.value = d.cache.key;
-        CHECK_STATUS(attn_paged_prefill(&d.p, &e, rq, rb, &d.cache, d.tables, d.max_blocks, qsl, d.lens, 2, 1,
+        CHECK_STATUS(attn_paged_prefill(&d.p, &e, rq, rb, &d.cache, d.tables, d.max_blocks, qsl,
+                                        d.lens, 2, 1,
                                         NULL, ws, bytes), ATTN_OK);
         CHECK_BITEQ(a, b, n_out * 4);
         free(ws);
@@ -156,20 +167,24 @@ TEST(paged_prefill_rejects_more_queries_than_keys) {
     td_data d;
     td_make(&c, 2500, &d);
     size_t n_out = (size_t)15 * c.H * c.D, n_lse = (size_t)15 * c.H;
-    float *q = (float *)tu_alloc(n_out * 4), *o = (float *)tu_alloc(n_out * 4), *l = (float *)tu_alloc(n_lse * 4);
+    float *q = (float *)tu_alloc(n_out * 4), *o = (float *)tu_alloc(n_out * 4),
+           *l = (float *)tu_alloc(n_lse * 4);
     uint64_t rng = 6;
     for (size_t i = 0; i < n_out; i++) { q[i] = attn_test_rand_uniform(&rng, -1, 1); o[i] = 7.0f; }
     for (size_t i = 0; i < n_lse; i++) l[i] = 7.0f;
     attn_rows rq = {q, ATTN_F32, 0}, ro = {o, ATTN_F32, 0};
     size_t bytes = attn_paged_prefill_workspace_size(&d.p, NULL, &d.cache, bad, d.lens, 2);
     void *ws = tu_alloc(bytes);
-    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad, d.lens, 2, 1, l,
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad,
+                                    d.lens, 2, 1, l,
                                     ws, bytes), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad, d.lens, 2, 0, l,
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, bad,
+                                    d.lens, 2, 0, l,
                                     ws, bytes), ATTN_ERR_INVALID_ARG);
     for (size_t i = 0; i < n_out; i++) CHECK(o[i] == 7.0f);
     for (size_t i = 0; i < n_lse; i++) CHECK(l[i] == 7.0f);
-    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, good, d.lens, 2, 1, l,
+    CHECK_STATUS(attn_paged_prefill(&d.p, NULL, rq, ro, &d.cache, d.tables, d.max_blocks, good,
+                                    d.lens, 2, 1, l,
                                     ws, bytes), ATTN_OK);
     free(q); free(o); free(l); free(ws);
     td_free(&d);
@@ -180,7 +195,8 @@ TEST(paged_prefill_rejects_more_queries_than_keys) {
 TEST(merge_states_of_a_split_equals_unsplit) {
     enum { H = 4, Hk = 2, D = 32, LQ = 20, LK = 90, SPLIT = 37 };
     uint64_t rng = 2400;
-    float q[LQ * H * D], k[LK * Hk * D], v[LK * Hk * D], copy[LK * Hk * D];  /* copy: unused f32 twin */
+    /* copy: unused f32 twin */
+    float q[LQ * H * D], k[LK * Hk * D], v[LK * Hk * D], copy[LK * Hk * D];
     tu_fill(&rng, ATTN_F32, q, copy, LQ * H * D, -1, 1);
     tu_fill(&rng, ATTN_F32, k, copy, LK * Hk * D, -1, 1);
     tu_fill(&rng, ATTN_F32, v, copy, LK * Hk * D, -1, 1);
@@ -193,7 +209,8 @@ TEST(merge_states_of_a_split_equals_unsplit) {
     void *ws = tu_alloc(bytes);
     attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, rv = {v, ATTN_F32, 0};
     attn_rows rk2 = {k + SPLIT * Hk * D, ATTN_F32, 0}, rv2 = {v + SPLIT * Hk * D, ATTN_F32, 0};
-    attn_rows of = {full, ATTN_F32, 0}, oa = {a, ATTN_F32, 0}, ob = {b, ATTN_F32, 0}, om = {merged, ATTN_F32, 0};
+    attn_rows of = {full, ATTN_F32, 0}, oa = {a, ATTN_F32, 0}, ob = {b, ATTN_F32, 0},
+              om = {merged, ATTN_F32, 0};
     CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk, rv, of, cq, cf, 1, 0, lf, ws, bytes), ATTN_OK);
     CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk, rv, oa, cq, ca, 1, 0, la, ws, bytes), ATTN_OK);
     CHECK_STATUS(attn_sdpa(&p, NULL, rq, rk2, rv2, ob, cq, cb, 1, 0, lb, ws, bytes), ATTN_OK);
@@ -209,9 +226,11 @@ TEST(merge_states_of_a_split_equals_unsplit) {
     CHECK_STATUS(attn_merge_states(LQ, H, D, oa, la, ob, lb, om, lm), ATTN_OK);
     for (int i = 0; i < LQ * H * D; i++) CHECK(merged[i] == 0.0f);
     for (int i = 0; i < LQ * H; i++) CHECK(isinf(lm[i]) && lm[i] < 0);
-    double ra[4] = {1, 2, 3, 4}, rb[4] = {5, 6, 7, 8}, rla[2] = {0.5, -1}, rlb[2] = {0.1, 2}, ro[4], rl[2];
+    double ra[4] = {1, 2, 3, 4}, rb[4] = {5, 6, 7, 8}, rla[2] = {0.5, -1}, rlb[2] = {0.1, 2}, ro[4],
+           rl[2];
     ref_merge(1, 2, 2, ra, rla, rb, rlb, ro, rl);  /* the reference agrees with the library */
-    float fa[4] = {1, 2, 3, 4}, fb[4] = {5, 6, 7, 8}, fla[2] = {0.5f, -1}, flb[2] = {0.1f, 2}, fo[4], fl[2];
+    float fa[4] = {1, 2, 3, 4}, fb[4] = {5, 6, 7, 8}, fla[2] = {0.5f, -1}, flb[2] = {0.1f, 2},
+          fo[4], fl[2];
     attn_rows xa = {fa, ATTN_F32, 0}, xb = {fb, ATTN_F32, 0}, xo = {fo, ATTN_F32, 0};
     CHECK_STATUS(attn_merge_states(1, 2, 2, xa, fla, xb, flb, xo, fl), ATTN_OK);
     CHECK_ALLCLOSE_D(fo, ro, 4, 1e-6, 1e-6);

@@ -49,10 +49,13 @@ static void ts_make(const ts_case *c, uint64_t seed, ts_data *d) {
     d->ref_out = (double *)tu_alloc(no * sizeof(double));
     d->ref_lse = (double *)tu_alloc(((size_t)d->cu_q[c->num_seqs] * c->H + 1) * sizeof(double));
     for (s = 0; s < c->num_seqs; s++)
-        ref_attention(&d->p, c->causal, c->lq[s], c->lk[s], d->qf + (size_t)d->cu_q[s] * d->q_stride,
-                      (long)d->q_stride, d->kf + (size_t)d->cu_k[s] * d->kv_stride, (long)d->kv_stride,
+        ref_attention(&d->p, c->causal, c->lq[s], c->lk[s],
+                      d->qf + (size_t)d->cu_q[s] * d->q_stride,
+                      (long)d->q_stride, d->kf + (size_t)d->cu_k[s] * d->kv_stride,
+                      (long)d->kv_stride,
                       d->vf + (size_t)d->cu_k[s] * d->kv_stride, (long)d->kv_stride,
-                      d->ref_out + (size_t)d->cu_q[s] * c->H * c->D, d->ref_lse + (size_t)d->cu_q[s] * c->H);
+                      d->ref_out + (size_t)d->cu_q[s] * c->H * c->D,
+                      d->ref_lse + (size_t)d->cu_q[s] * c->H);
 }
 
 static void ts_free(ts_data *d) {
@@ -81,7 +84,8 @@ static int ts_check(const ts_case *c, uint64_t seed) {
     int64_t Tq = d.cu_q[c->num_seqs];
     size_t n_out = (size_t)Tq * c->H * c->D, esz = attn_dtype_size(c->dt);
     char *out1 = (char *)tu_alloc(n_out * esz + 1), *out2 = (char *)tu_alloc(n_out * esz + 1);
-    float *lse1 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4), *lse2 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4);
+    float *lse1 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4),
+           *lse2 = (float *)tu_alloc((size_t)Tq * c->H * 4 + 4);
     float *got = (float *)tu_alloc(n_out * 4 + 4);
     attn_gemm gemms[2];
     int n_gemm = tu_gemms(gemms);
@@ -95,19 +99,23 @@ static int ts_check(const ts_case *c, uint64_t seed) {
         size_t worst = 0; double worst_err = 0; int bad = 0;
         for (size_t i = 0; i < n_out; i++) {
             double err = fabs(got[i] - d.ref_out[i]);
-            if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++; if (!(err <= worst_err)) { worst_err = err; worst = i; } }
+            if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++;
+                    if (!(err <= worst_err)) { worst_err = err; worst = i; } }
         }
         int bad_lse = 0;
         for (int64_t i = 0; i < Tq * c->H; i++) {
             double w = d.ref_lse[i];
-            bad_lse += isinf(w) ? !(isinf(lse1[i]) && lse1[i] < 0) : !(fabs(lse1[i] - w) <= 1e-4 * (1 + fabs(w)));
+            bad_lse += isinf(w) ? !(isinf(lse1[i]) && lse1[i] < 0)
+                : !(fabs(lse1[i] - w) <= 1e-4 * (1 + fabs(w)));
         }
         if (ts_run(c, &d, &e2, out2, lse2) != ATTN_OK) bad++;
-        int same = memcmp(out1, out2, n_out * esz) == 0 && memcmp(lse1, lse2, (size_t)Tq * c->H * 4) == 0;
+        int same = memcmp(out1, out2, n_out * esz) == 0 &&
+                   memcmp(lse1, lse2, (size_t)Tq * c->H * 4) == 0;
         if (bad || bad_lse || !same) {
             fails++;
             printf("  case H=%d Hk=%d D=%d seqs=%d causal=%d alibi=%d W=%d cap=%g sinks=%d dt=%s "
-                   "strided=%d f32_probs=%d isa=%s gemm=%s: %d bad out (worst [%zu] got %.7g want %.7g), %d bad lse, "
+                   "strided=%d f32_probs=%d isa=%s gemm=%s: %d bad out (worst [%zu] got %.7g want "
+                   "%.7g), %d bad lse, "
                    "threads 1 vs 2 %s\n", c->H, c->Hk, c->D, c->num_seqs, c->causal, c->alibi,
                    c->window, c->cap, c->sinks, attn_dtype_name(c->dt), c->strided, c->f32_probs,
                    attn_isa_name(e1.isa), tu_gemm_name(e1.gemm), bad, worst, bad ? got[worst] : 0.0,
@@ -137,8 +145,10 @@ TEST(sdpa_head_sizes_and_gqa_ratios) {
 
 TEST(sdpa_lengths_around_tiles_and_varlen) {
     /* 0, 1, tile +-1 (64 keys, 16/32/64 query tokens per item), uneven batches, Lq < Lk */
-    static const int lq_sets[][5] = {{0, 1, 63, 64, 65}, {15, 16, 17, 31, 33}, {0, 0, 5, 0, 129}, {3, 1, 40, 8, 64}};
-    static const int lk_sets[][5] = {{0, 1, 63, 64, 65}, {15, 16, 17, 31, 33}, {0, 7, 5, 3, 129}, {70, 1, 127, 65, 64}};
+    static const int lq_sets[][5] =
+            {{0, 1, 63, 64, 65}, {15, 16, 17, 31, 33}, {0, 0, 5, 0, 129}, {3, 1, 40, 8, 64}};
+    static const int lk_sets[][5] =
+            {{0, 1, 63, 64, 65}, {15, 16, 17, 31, 33}, {0, 7, 5, 3, 129}, {70, 1, 127, 65, 64}};
     int fails = 0;
     for (int set = 0; set < 4; set++)
         for (int causal = 0; causal < 2; causal++)
@@ -154,7 +164,8 @@ TEST(sdpa_lengths_around_tiles_and_varlen) {
 TEST(sdpa_causal_with_more_queries_than_keys) {
     int lq[2] = {10, 70}, lk[2] = {4, 3}, fails = 0;
     ts_case c; memset(&c, 0, sizeof c);
-    c.H = 2; c.Hk = 1; c.D = 16; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.causal = 1; c.dt = ATTN_F32;
+    c.H = 2; c.Hk = 1; c.D = 16; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.causal = 1;
+    c.dt = ATTN_F32;
     fails += ts_check(&c, 300);
     c.sinks = 1;
     fails += ts_check(&c, 301);
@@ -174,7 +185,10 @@ TEST(sdpa_every_bias_option) {
                         c.window = windows[w]; c.alibi = alibi; c.cap = capped ? 2.5f : 0.0f;
                         c.sinks = sinks; c.causal = causal; c.scale = capped ? 0.9f : 0.0f;
                         c.dt = ATTN_F32;
-                        fails += ts_check(&c, 400 + (uint64_t)(w * 16 + alibi * 8 + capped * 4 + sinks * 2 + causal));
+                        fails +=
+                                ts_check(&c,
+                                         400 + (uint64_t)(w * 16 + alibi * 8 + capped * 4 + sinks
+                                                          * 2 + causal));
                     }
     CHECK_EQ_INT(fails, 0);
 }
@@ -186,7 +200,8 @@ TEST(sdpa_activation_dtypes_and_strides) {
             for (int D = 64; D <= 80; D += 16) {
                 ts_case c; memset(&c, 0, sizeof c);
                 c.H = 4; c.Hk = 2; c.D = D; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.causal = 1;
-                c.alibi = strided; c.window = strided ? 20 : 0; c.dt = (attn_dtype)dt; c.strided = strided;
+                c.alibi = strided; c.window = strided ? 20 : 0; c.dt = (attn_dtype)dt;
+                c.strided = strided;
                 fails += ts_check(&c, 500 + (uint64_t)(dt * 4 + strided * 2 + (D == 80)));
             }
     CHECK_EQ_INT(fails, 0);
@@ -231,11 +246,13 @@ TEST(sdpa_bf16_value_cache) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = 2; p.num_kv_heads = 1; p.head_size = 512;
     int32_t cu_q[3] = {0, 50, 57}, cu_k[3] = {0, 2117, 2181};
-    CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >= attn_sdpa_workspace_size(&p, NULL, cu_q, cu_k, 2));
+    CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >=
+          attn_sdpa_workspace_size(&p, NULL, cu_q, cu_k, 2));
 
     ts_case c; memset(&c, 0, sizeof c);
     int lq1[1] = {60}, lk1[1] = {300};
-    c.H = 4; c.Hk = 1; c.D = 64; c.num_seqs = 1; c.lq = lq1; c.lk = lk1; c.dt = ATTN_BF16; c.causal = 1;
+    c.H = 4; c.Hk = 1; c.D = 64; c.num_seqs = 1; c.lq = lq1; c.lk = lk1; c.dt = ATTN_BF16;
+    c.causal = 1;
     ts_data a;
     ts_make(&c, 820, &a);
     size_t nk = (size_t)a.cu_k[1] * a.kv_stride + 1;  /* other values, as ts_make lays them out */
@@ -244,17 +261,22 @@ TEST(sdpa_bf16_value_cache) {
     float *v2f = (float *)tu_alloc(nk * 4);
     tu_fill(&rng, ATTN_BF16, v2, v2f, nk, -1.0f, 1.0f);
     attn_exec e = tu_exec(ATTN_ISA_AUTO, 1);
-    size_t n_out = (size_t)60 * 4 * 64, ws_bytes = attn_sdpa_workspace_size(&a.p, &e, a.cu_q, a.cu_k, 1);
+    size_t n_out = (size_t)60 * 4 * 64,
+           ws_bytes = attn_sdpa_workspace_size(&a.p, &e, a.cu_q, a.cu_k, 1);
     uint16_t *reused = (uint16_t *)tu_alloc(n_out * 2), *fresh = (uint16_t *)tu_alloc(n_out * 2);
     void *ws = tu_alloc(ws_bytes);
     attn_rows o = {reused, ATTN_BF16, 0};
-    attn_rows qa = {a.q, ATTN_BF16, a.q_stride}, ka = {a.k, ATTN_BF16, a.kv_stride}, va = {a.v, ATTN_BF16, a.kv_stride};
+    attn_rows qa = {a.q, ATTN_BF16, a.q_stride}, ka = {a.k, ATTN_BF16, a.kv_stride},
+              va = {a.v, ATTN_BF16, a.kv_stride};
     attn_rows vb = {v2, ATTN_BF16, a.kv_stride};
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, va, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, va, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                 ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                 ATTN_OK);
     memset(ws, 0, ws_bytes);
     o.data = fresh;
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes), ATTN_OK);
+    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                 ATTN_OK);
     CHECK_BITEQ(reused, fresh, n_out * 2);
     free(ws); free(reused); free(fresh); free(v2); free(v2f);
     ts_free(&a);
@@ -310,25 +332,38 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
     char *ws = (char *)tu_alloc(need);
     for (int i = 0; i < 16; i++) o[i] = 42.0f;
     CHECK(need > 0);
-    CHECK_STATUS(attn_sdpa(NULL, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, NULL, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, bad_cu, bad_cu, 2, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, neg_cu, neg_cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, -1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need - 1), ATTN_ERR_WORKSPACE_TOO_SMALL);
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, NULL, need), ATTN_ERR_WORKSPACE_TOO_SMALL);
+    CHECK_STATUS(attn_sdpa(NULL, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, NULL, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, bad_cu, bad_cu, 2, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, neg_cu, neg_cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, -1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need - 1),
+                 ATTN_ERR_WORKSPACE_TOO_SMALL);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, NULL, need),
+                 ATTN_ERR_WORKSPACE_TOO_SMALL);
     attn_rows short_stride = {q, ATTN_F32, 7};
-    CHECK_STATUS(attn_sdpa(&p, NULL, short_stride, r, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, short_stride, r, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     attn_rows null_rows = {NULL, ATTN_F32, 0};
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, null_rows, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, null_rows, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     attn_rows fp8_rows = {q, ATTN_FP8_E4M3, 0};
-    CHECK_STATUS(attn_sdpa(&p, NULL, fp8_rows, r, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, fp8_rows, r, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     attn_rows mixed = {q, ATTN_BF16, 0};
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, mixed, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, mixed, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     p.num_kv_heads = 3;
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     p.num_kv_heads = 2; p.head_size = 513;
-    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need), ATTN_ERR_INVALID_ARG);
+    CHECK_STATUS(attn_sdpa(&p, NULL, r, r, r, ro, cu, cu, 1, 1, NULL, ws, need),
+                 ATTN_ERR_INVALID_ARG);
     CHECK_EQ_INT(attn_sdpa_workspace_size(&p, NULL, cu, cu, 1), 0);
     for (int i = 0; i < 16; i++) CHECK_NEAR(o[i], 42.0, 0.0);
     free(ws);
@@ -359,8 +394,11 @@ TEST(sdpa_isas_agree_on_a_nan_key) {
             REQUIRE(ts_run(&c, &d, &e, got, NULL) == ATTN_OK);
             int bad = 0;
             for (size_t i = 0; i < n_out; i++)
-                bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs(got[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])));
-            CHECK_MSG(bad == 0, "cap %g isa %s: %d outputs differ from the scalar pass (first: got %g want %g)",
+                bad += isnan(want[i]) ? !isnan(got[i])
+                    : !(fabs(got[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])));
+            CHECK_MSG(bad ==
+                      0, "cap %g isa %s: %d outputs differ from the scalar pass (first: got %g "
+                         "want %g)",
                       c.cap, attn_isa_name(isas[k]), bad, got[0], want[0]);
         }
         free(want); free(got);
@@ -373,7 +411,7 @@ TEST(sdpa_isas_agree_on_a_nan_key) {
     ATTN_TEST_ENTRY(sdpa_lengths_around_tiles_and_varlen),                                        \
     ATTN_TEST_ENTRY(sdpa_causal_with_more_queries_than_keys),                                     \
     ATTN_TEST_ENTRY(sdpa_every_bias_option), ATTN_TEST_ENTRY(sdpa_activation_dtypes_and_strides), \
-    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep), ATTN_TEST_ENTRY(sdpa_bf16_value_cache),          \
+    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep), ATTN_TEST_ENTRY(sdpa_bf16_value_cache),         \
     ATTN_TEST_ENTRY(sdpa_sequence_alone_equals_in_batch),                                         \
     ATTN_TEST_ENTRY(sdpa_isas_agree_on_a_nan_key),                                                \
     ATTN_TEST_ENTRY(sdpa_rejects_bad_input_and_writes_nothing)

@@ -60,12 +60,15 @@ static void tu_pool_for(void *pool, int num_items, int num_threads, attn_task_fn
 
 /* Random activations: fills `f` with values in [lo, hi) rounded to dtype and writes the dtype
    encoding to `raw` (the float copy is what the reference sees). */
-static void tu_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n, float lo, float hi) {
+static void tu_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n, float lo,
+                    float hi) {
     for (size_t i = 0; i < n; i++) {
         float x = attn_test_rand_uniform(rng, lo, hi);
         switch (dt) {
-            case ATTN_F16: ((uint16_t *)raw)[i] = attn_f32_to_f16(x); x = attn_f16_to_f32(((uint16_t *)raw)[i]); break;
-            case ATTN_BF16: ((uint16_t *)raw)[i] = attn_f32_to_bf16(x); x = attn_bf16_to_f32(((uint16_t *)raw)[i]); break;
+            case ATTN_F16: ((uint16_t *)raw)[i] = attn_f32_to_f16(x);
+            x = attn_f16_to_f32(((uint16_t *)raw)[i]); break;
+            case ATTN_BF16: ((uint16_t *)raw)[i] = attn_f32_to_bf16(x);
+            x = attn_bf16_to_f32(((uint16_t *)raw)[i]); break;
             default: ((float *)raw)[i] = x; break;
         }
         f[i] = x;

@@ -3,7 +3,8 @@
 
    Each harness (tests/fuzz/fuzz_*.c) includes this file, which includes the declarations of
    attn.h and the reference (tests/ref.h), and defines LLVMFuzzerTestOneInput; it links with
-   tests/fuzz/impl.c, the implementation built once with the same instrumentation. The input bytes are read as a stream of choices (fz_in): every choice
+   tests/fuzz/impl.c, the implementation built once with the same instrumentation. The input bytes
+   are read as a stream of choices (fz_in): every choice
    has a default when the input runs out, so any input is a valid test case, and libFuzzer's
    mutations steer the choices. Values of activations and caches come from a splitmix64 stream
    seeded by the input, so the fuzzer explores shapes, lengths, tables, flags and hostile
@@ -111,7 +112,8 @@ FZ_FUNC int fz_is_act(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F16 |
 
 /* Fills n elements of dtype dt with values in [lo, hi) and returns them, as stored, in f
    (f may be NULL). */
-FZ_FUNC void fz_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n, float lo, float hi) {
+FZ_FUNC void fz_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n, float lo,
+                     float hi) {
     for (size_t i = 0; i < n; i++) {
         fz_put(raw, dt, i, fz_uniform(rng, lo, hi));
         if (f) f[i] = fz_get(raw, dt, i);
@@ -188,7 +190,8 @@ FZ_FUNC void fz_check_status(const fz_expect *e, attn_status st, const char *cal
 /* Runs the items in a permuted order (stride by a prime, or reversed) with rotating thread
    indices: results must not depend on who runs which item, nor on how many threads there are
    (the thread count still shapes the plan: scratch per thread, decode spans). */
-FZ_FUNC void fz_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task, void *ctx) {
+FZ_FUNC void fz_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task,
+                         void *ctx) {
     int rev = pool != NULL;
     for (int k = 0; k < num_items; k++) {
         int item = (int)(((int64_t)k * 7919 + 13) % num_items);
@@ -219,7 +222,10 @@ FZ_FUNC const attn_exec *fz_exec(fz_in *in, attn_exec *e, fz_expect *ex) {
     e->f32_probs = fz_chance(in, 64);
     if (r == 0) return NULL;
     if (r == 1) { e->num_threads = -fz_int(in, 1, 3); fz_bad(ex, ATTN_ERR_INVALID_ARG); }
-    if (r == 2) { e->isa = (attn_isa)fz_int(in, ATTN_ISA_COUNT, ATTN_ISA_COUNT + 3); fz_bad(ex, ATTN_ERR_INVALID_ARG); }
+    if (r == 2) {
+        e->isa = (attn_isa)fz_int(in, ATTN_ISA_COUNT, ATTN_ISA_COUNT + 3);
+        fz_bad(ex, ATTN_ERR_INVALID_ARG);
+    }
     if (r == 3) {
         e->isa = (attn_isa)fz_int(in, ATTN_ISA_SCALAR, ATTN_ISA_NEON);
         if (!attn_isa_supported(e->isa)) fz_bad(ex, ATTN_ERR_UNSUPPORTED);
@@ -247,7 +253,9 @@ FZ_FUNC attn_exec fz_exec_threads(const attn_exec *e, int threads, int reverse) 
 
 /* ---- comparing with the reference ------------------------------------------------------------ */
 /* Tolerance of an output in dtype dt against the double reference (as tests/test_util.h). */
-FZ_FUNC double fz_atol(attn_dtype dt) { return dt == ATTN_F32 ? 2e-5 : dt == ATTN_F16 ? 2e-3 : 1.6e-2; }
+FZ_FUNC double fz_atol(attn_dtype dt) {
+    return dt == ATTN_F32 ? 2e-5 : dt == ATTN_F16 ? 2e-3 : 1.6e-2;
+}
 FZ_FUNC int fz_close(double got, double want, attn_dtype dt) {
     return fabs(got - want) <= fz_atol(dt) + 1e-3 * fabs(want);
 }
@@ -292,7 +300,8 @@ FZ_FUNC void fz_rows_make(fz_in *in, uint64_t *rng, fz_rows *R, int64_t tokens, 
     if (R->valid && tokens > 0) R->bytes = (size_t)((tokens - 1) * R->stride + width) * esz;
     else R->bytes = 16;
     R->r.data = null_data ? NULL : fz_alloc(R->bytes);
-    R->f = (float *)fz_alloc(sizeof(float) * (size_t)(tokens > 0 && width > 0 ? tokens * width : 1));
+    R->f = (float *)fz_alloc(sizeof(float) * (size_t)(tokens > 0 &&
+                                                      width > 0 ? tokens * width : 1));
     if (!R->r.data) return;
     if (!R->valid || !is_input) {
         for (size_t i = 0; i < R->bytes; i++) ((uint8_t *)R->r.data)[i] = (uint8_t)fz_rand(rng);
@@ -317,7 +326,8 @@ FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *w
         memcpy(expect + at * esz, (const uint8_t *)R->r.data + at * esz, (size_t)R->width * esz);
         for (int64_t e = 0; e < R->width; e++) {
             double got = fz_get(R->r.data, R->r.dtype, at + (size_t)e), w = want[t * R->width + e];
-            FZ_REQUIRE(fz_close(got, w, R->r.dtype), "%s: output token %lld element %lld is %.9g, the "
+            FZ_REQUIRE(fz_close(got, w, R->r.dtype),
+                       "%s: output token %lld element %lld is %.9g, the "
                        "reference %.9g (%s)", call, (long long)t, (long long)e, got, w,
                        attn_dtype_name(R->r.dtype));
         }
@@ -339,7 +349,8 @@ typedef struct fz_cache {
     float *kf, *vf;
 } fz_cache;
 
-FZ_FUNC void fz_cache_make(fz_cache *fc, uint64_t *rng, int nb, int bs, int Hk, int D, attn_dtype dt,
+FZ_FUNC void fz_cache_make(fz_cache *fc, uint64_t *rng, int nb, int bs, int Hk, int D,
+                           attn_dtype dt,
                            float k_scale, float v_scale, int shared) {
     memset(fc, 0, sizeof *fc);
     fc->elems = (size_t)nb * bs * Hk * D;
@@ -376,7 +387,8 @@ FZ_FUNC void fz_cache_free(fz_cache *fc) {
 }
 /* The expected cache after the writes: rows of the cache dtype copied, others rounded once
    (fp8 after dividing by the scale); slot -1 skipped; the last of duplicate slots wins. */
-FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, const fz_rows *k, const fz_rows *v,
+FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, const fz_rows *k,
+                             const fz_rows *v,
                          const int64_t *slots, int n) {
     const attn_kv_cache *m = &fc->made;
     int Hk = m->num_kv_heads, D = m->head_size;
@@ -384,12 +396,16 @@ FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, con
         if (slots[t] < 0) continue;
         for (int h = 0; h < Hk; h++)
             for (int d = 0; d < D; d++) {
-                size_t at = fz_cache_at(fc, slots[t] / m->block_size, h, slots[t] % m->block_size, d);
-                size_t ki = (size_t)(t * k->stride + h * D + d), vi = (size_t)(t * v->stride + h * D + d);
+                size_t at =
+                        fz_cache_at(fc, slots[t] / m->block_size, h, slots[t] % m->block_size, d);
+                size_t ki = (size_t)(t * k->stride + h * D + d),
+                       vi = (size_t)(t * v->stride + h * D + d);
                 size_t esz = fz_esize(m->dtype);
-                if (k->r.dtype == m->dtype) memcpy((char *)kbytes + at * esz, (char *)k->r.data + ki * esz, esz);
+                if (k->r.dtype ==
+                    m->dtype) memcpy((char *)kbytes + at * esz, (char *)k->r.data + ki * esz, esz);
                 else fz_put(kbytes, m->dtype, at, fz_get(k->r.data, k->r.dtype, ki) / m->k_scale);
-                if (v->r.dtype == m->dtype) memcpy((char *)vbytes + at * esz, (char *)v->r.data + vi * esz, esz);
+                if (v->r.dtype ==
+                    m->dtype) memcpy((char *)vbytes + at * esz, (char *)v->r.data + vi * esz, esz);
                 else fz_put(vbytes, m->dtype, at, fz_get(v->r.data, v->r.dtype, vi) / m->v_scale);
             }
     }
@@ -408,7 +424,8 @@ FZ_FUNC int fz_cache_struct_valid(const attn_kv_cache *c) {
         if (n > limit / (uint64_t)f[i]) return 0;
         n *= (uint64_t)f[i];
     }
-    if (!(isfinite(c->k_scale) && c->k_scale > 0 && isfinite(c->v_scale) && c->v_scale > 0)) return 0;
+    if (!(isfinite(c->k_scale) && c->k_scale > 0 && isfinite(c->v_scale) &&
+          c->v_scale > 0)) return 0;
     return fz_is_fp8(c->dtype) || (c->k_scale == 1.0f && c->v_scale == 1.0f);
 }
 
@@ -422,7 +439,8 @@ typedef struct fz_params {
 
 /* A value for a float parameter: 0 (the default) mostly, else a tame one in [lo, hi], a huge
    finite one (valid, not tame), or a NaN / inf / negative one (refused). */
-FZ_FUNC float fz_gen_param(fz_in *in, uint64_t *rng, float lo, float hi, fz_params *k, fz_expect *ex) {
+FZ_FUNC float fz_gen_param(fz_in *in, uint64_t *rng, float lo, float hi, fz_params *k,
+                           fz_expect *ex) {
     int r = fz_int(in, 0, 15);
     if (r < 8) return 0.0f;
     if (r < 14) return fz_uniform(rng, lo, hi);
@@ -440,14 +458,17 @@ FZ_FUNC const float *fz_gen_heads(fz_in *in, uint64_t *rng, float *a, int H, flo
     for (int h = 0; h < H; h++) a[h] = fz_uniform(rng, lo, hi);
     if (r == 10 && lo >= 0) attn_alibi_slopes(H, a);
     if (r == 14) { a[fz_int(in, 0, H - 1)] = fz_chance(in, 128) ? 1e30f : -1e30f; k->tame = 0; }
-    if (r == 15) { a[fz_int(in, 0, H - 1)] = fz_hostile_float(in); fz_bad(ex, ATTN_ERR_INVALID_ARG); }
+    if (r == 15) {
+        a[fz_int(in, 0, H - 1)] = fz_hostile_float(in); fz_bad(ex, ATTN_ERR_INVALID_ARG);
+    }
     return a;
 }
 
 /* A layer's params: up to max_h heads (<= FZ_MAX_H), head sizes up to max_d (and now and then
    a common larger one, 48..136, where max_d allows), window, cap, scale, slopes, sinks; each
    perhaps invalid in a documented way. */
-FZ_FUNC void fz_gen_params(fz_in *in, uint64_t *rng, fz_params *k, int max_h, int max_d, fz_expect *ex) {
+FZ_FUNC void fz_gen_params(fz_in *in, uint64_t *rng, fz_params *k, int max_h, int max_d,
+                           fz_expect *ex) {
     attn_params *p = &k->p;
     memset(k, 0, sizeof *k);
     k->tame = 1;

@@ -24,20 +24,24 @@ static void op_convert(fz_in *in, uint64_t *rng) {
     float s = scale == 0.0f ? 1.0f : scale;
     fz_bad_if(&ex, s != 1.0f && !fz_is_fp8(src_dt) && !fz_is_fp8(dst_dt), ATTN_ERR_INVALID_ARG);
     size_t n = (size_t)(fz_chance(in, 32) ? fz_int(in, 0, 700) : fz_int(in, 0, 40));
-    size_t ssz = fz_esize(src_dt) ? fz_esize(src_dt) : 1, dsz = fz_esize(dst_dt) ? fz_esize(dst_dt) : 1;
+    size_t ssz = fz_esize(src_dt) ? fz_esize(src_dt) : 1,
+           dsz = fz_esize(dst_dt) ? fz_esize(dst_dt) : 1;
     int in_place = ssz == dsz && fz_chance(in, 48);
     int null_src = fz_chance(in, 4), null_dst = fz_chance(in, 4);
     fz_bad_if(&ex, n > 0 && (null_src || null_dst), ATTN_ERR_INVALID_ARG);
     /* the source: the input's own bytes, then random ones */
-    uint8_t *src = (uint8_t *)fz_alloc(n * ssz), *dst = in_place ? src : (uint8_t *)fz_alloc(n * dsz);
-    for (size_t i = 0; i < n * ssz; i++) src[i] = in->at < in->n ? (uint8_t)fz_u8(in) : (uint8_t)fz_rand(rng);
+    uint8_t *src = (uint8_t *)fz_alloc(n * ssz),
+             *dst = in_place ? src : (uint8_t *)fz_alloc(n * dsz);
+    for (size_t i = 0; i < n * ssz; i++) src[i] = in->at <
+        in->n ? (uint8_t)fz_u8(in) : (uint8_t)fz_rand(rng);
     if (!in_place)
         for (size_t i = 0; i < n * dsz; i++) dst[i] = (uint8_t)fz_rand(rng);
     uint8_t *orig = (uint8_t *)fz_alloc(n * ssz);
     memcpy(orig, src, n * ssz);
     fz_snaps sn = {0};
     fz_snap(&sn, "destination", dst, n * dsz);
-    attn_status st = attn_convert(null_dst ? NULL : dst, dst_dt, null_src ? NULL : src, src_dt, n, scale);
+    attn_status st =
+            attn_convert(null_dst ? NULL : dst, dst_dt, null_src ? NULL : src, src_dt, n, scale);
     fz_check_status(&ex, st, "attn_convert");
     fz_unchanged_on_error(&sn, st, "attn_convert");
     if (st == ATTN_OK) {
@@ -49,8 +53,10 @@ static void op_convert(fz_in *in, uint64_t *rng) {
             fz_put(want, dst_dt, i, x);
             int both_nan = isnan(x) && is_nan_code(dst, dst_dt, i);
             FZ_REQUIRE(both_nan || !memcmp(want + i * dsz, dst + i * dsz, dsz),
-                       "attn_convert %s -> %s scale %g, element %zu of %zu: got %.9g, the model %.9g",
-                       attn_dtype_name(src_dt), attn_dtype_name(dst_dt), scale, i, n, fz_get(dst, dst_dt, i),
+                       "attn_convert %s -> %s scale %g, element %zu of %zu: got %.9g, the model "
+                       "%.9g",
+                       attn_dtype_name(src_dt), attn_dtype_name(dst_dt), scale, i, n,
+                       fz_get(dst, dst_dt, i),
                        fz_get(want, dst_dt, i));
         }
         free(want);
@@ -64,7 +70,8 @@ static void op_convert(fz_in *in, uint64_t *rng) {
    of slope * (j - pos). */
 static void check_bias(const float *got, const double *want, size_t n, const char *call) {
     for (size_t i = 0; i < n; i++) {
-        int ok = isinf(want[i]) ? isinf(got[i]) && got[i] < 0 : fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
+        int ok = isinf(want[i]) ? isinf(got[i]) &&
+                 got[i] < 0 : fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
         FZ_REQUIRE(ok, "%s: element %zu is %.9g, the reference %.9g", call, i, got[i], want[i]);
     }
 }
@@ -99,7 +106,8 @@ static void op_bias(fz_in *in, uint64_t *rng) {
         fz_gen_params(in, rng, &kp, FZ_MAX_H, 8, &ex);
         p = kp.p;
     }
-    size_t n = p.num_heads >= 1 && Lq > 0 && Lk > 0 ? (size_t)p.num_heads * (size_t)Lq * (size_t)Lk : 0;
+    size_t n = p.num_heads >= 1 && Lq > 0 &&
+               Lk > 0 ? (size_t)p.num_heads * (size_t)Lq * (size_t)Lk : 0;
     int null_bias = fz_chance(in, 4);
     fz_bad_if(&ex, null_bias && n > 0, ATTN_ERR_INVALID_ARG);
     float *bias = (float *)fz_alloc(sizeof(float) * (n ? n : 1));
@@ -107,7 +115,8 @@ static void op_bias(fz_in *in, uint64_t *rng) {
     fz_snaps sn = {0};
     fz_snap(&sn, "bias", bias, sizeof(float) * n);
     float *b = null_bias ? NULL : bias;
-    attn_status st = which == 0 ? attn_make_alibi_bias(p.num_heads, p.alibi_slopes, Lq, Lk, causal, b)
+    attn_status st = which ==
+                     0 ? attn_make_alibi_bias(p.num_heads, p.alibi_slopes, Lq, Lk, causal, b)
                    : which == 1 ? attn_make_sliding_window_bias(p.sliding_window, Lq, Lk, causal, b)
                                 : attn_make_bias(&p, Lq, Lk, causal, b);
     fz_check_status(&ex, st, name);
@@ -127,7 +136,8 @@ static void op_bias(fz_in *in, uint64_t *rng) {
     attn_alibi_slopes(H, got);
     ref_alibi_slopes(H, want);
     for (int h = 0; h < H; h++)
-        FZ_REQUIRE(fabs(got[h] - want[h]) <= 1e-6 * want[h], "attn_alibi_slopes(%d)[%d] = %.9g, the reference %.9g",
+        FZ_REQUIRE(fabs(got[h] - want[h]) <=
+                   1e-6 * want[h], "attn_alibi_slopes(%d)[%d] = %.9g, the reference %.9g",
                    H, h, got[h], want[h]);
 }
 

@@ -14,7 +14,8 @@ typedef struct fcase {
     attn_layer layer;
     fz_params kp;
     attn_metadata md;
-    int32_t qsl[MAX_PRE + 1], seq_lens[MAX_SEQ], ctx[MAX_PRE], enc_lens[MAX_SEQ], enc_loc[MAX_PRE + 1];
+    int32_t qsl[MAX_PRE + 1], seq_lens[MAX_SEQ], ctx[MAX_PRE], enc_lens[MAX_SEQ],
+    enc_loc[MAX_PRE + 1];
     int32_t *tables, *cross_tables;
     int64_t *slots, *cross_slots;
     int lq[MAX_PRE], lenc[MAX_PRE], write_tokens, query_tokens;
@@ -24,7 +25,8 @@ typedef struct fcase {
 } fcase;
 
 /* A block table [n][mb] whose first blocks (covering lens) are cache ids, the rest random. */
-static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, int bs, int nb, int *mb,
+static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, int bs, int nb,
+                          int *mb,
                           fz_expect *ex) {
     int need = 0;
     for (int s = 0; s < n; s++) need = FZ_MAX(need, (FZ_MAX(lens[s], 0) + bs - 1) / bs);
@@ -33,7 +35,8 @@ static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, 
     int32_t *t = (int32_t *)fz_alloc(sizeof(int32_t) * (size_t)(n * *mb + 1));
     for (int s = 0; s < n; s++)
         for (int b = 0; b < *mb; b++)
-            t[s * *mb + b] = b * bs < lens[s] ? (int32_t)(fz_rand(rng) % (uint64_t)nb) : (int32_t)fz_rand(rng);
+            t[s * *mb + b] = b * bs <
+                lens[s] ? (int32_t)(fz_rand(rng) % (uint64_t)nb) : (int32_t)fz_rand(rng);
     if (fz_chance(in, 6) && n > 0 && *mb > 0)
         t[fz_int(in, 0, n - 1) * *mb + fz_int(in, 0, *mb - 1)] = fz_chance(in, 128) ? -1 : nb;
     (void)ex;
@@ -67,7 +70,8 @@ static int offsets_ok(const int32_t *cu, int n) {
 }
 
 /* Every block a sequence reads inside the table and the cache: the expected status. */
-static void tables_model(const int32_t *t, int mb, const int32_t *lens, int n, int bs, int nb, fz_expect *ex) {
+static void tables_model(const int32_t *t, int mb, const int32_t *lens, int n, int bs, int nb,
+                         fz_expect *ex) {
     if (n > 0 && !lens) { fz_bad(ex, ATTN_ERR_INVALID_ARG); return; }
     if (mb < 0) { fz_bad(ex, ATTN_ERR_INVALID_ARG); fz_bad(ex, ATTN_ERR_OUT_OF_RANGE); }
     for (int s = 0; s < n; s++) {
@@ -87,13 +91,16 @@ static int rows_ok(const fz_rows *R, int64_t tokens) {
            (tokens == 0 || R->r.data != NULL);
 }
 
-static void ref_rows_seq(const attn_params *p, int causal, int Lq, int Lk, const float *q, const float *k,
+static void ref_rows_seq(const attn_params *p, int causal, int Lq, int Lk, const float *q,
+                         const float *k,
                          const float *v, double *out) {
     ref_attention(p, causal, Lq, Lk, q, 0, k, 0, v, 0, out, NULL);
 }
 
-static void ref_paged_seq(const attn_params *p, const fz_cache *fc, const float *kf, const float *vf,
-                          const int32_t *table, int causal, int Lq, int Lk, const float *q, double *out) {
+static void ref_paged_seq(const attn_params *p, const fz_cache *fc, const float *kf,
+                          const float *vf,
+                          const int32_t *table, int causal, int Lq, int Lk, const float *q,
+                          double *out) {
     size_t row = (size_t)p->num_kv_heads * p->head_size;
     float *k = (float *)fz_alloc(sizeof(float) * ((size_t)Lk * row + 1));
     float *v = (float *)fz_alloc(sizeof(float) * ((size_t)Lk * row + 1));
@@ -155,7 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the cache */
     int bs = fz_int(&in, 1, 8), nb = fz_int(&in, 1, 16);
     attn_dtype cdt = (attn_dtype)fz_int(&in, 0, ATTN_DTYPE_COUNT - 1);
-    float ks = fz_is_fp8(cdt) ? fz_uniform(&rng, 0.01f, 2.0f) : 1.0f, vs = fz_is_fp8(cdt) ? fz_uniform(&rng, 0.01f, 2.0f) : 1.0f;
+    float ks = fz_is_fp8(cdt) ? fz_uniform(&rng, 0.01f, 2.0f) : 1.0f,
+          vs = fz_is_fp8(cdt) ? fz_uniform(&rng, 0.01f, 2.0f) : 1.0f;
     fz_cache_make(&c.fc, &rng, nb, bs, Hk, D, cdt, ks, vs, 0);
     c.has_cache = !fz_chance(&in, type == ATTN_ENCODER || type == ATTN_ENCODER_ONLY ? 128 : 8);
     int64_t num_slots = (int64_t)nb * bs;
@@ -193,7 +201,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c.tables = gen_table(&in, &rng, c.seq_lens, P + Dn, bs, nb, &md->max_blocks_per_seq, &ex);
     md->block_tables = c.tables;
     if (type == ATTN_ENCODER_DECODER) {
-        c.cross_tables = gen_table(&in, &rng, c.enc_lens, P + Dn, bs, nb, &md->max_cross_blocks_per_seq, &ex);
+        c.cross_tables =
+                gen_table(&in, &rng, c.enc_lens, P + Dn, bs, nb, &md->max_cross_blocks_per_seq,
+                          &ex);
         md->cross_block_tables = c.cross_tables;
     }
     /* slots: the new tokens' (self) or the encoder tokens' (cross) */
@@ -228,7 +238,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 3: if (P > 0) c.qsl[fz_int(&in, 1, P)] -= fz_int(&in, 1, 20); break;
         case 4: md->query_start_loc = NULL; break;
         case 5: md->seq_lens = NULL; break;
-        case 6: if (P + Dn > 0) c.seq_lens[fz_int(&in, 0, P + Dn - 1)] += fz_int(&in, -30, 3); break;
+        case 6: if (P + Dn > 0) c.seq_lens[fz_int(&in, 0, P + Dn - 1)] += fz_int(&in, -30, 3);
+        break;
         case 7: if (P > 0) c.ctx[fz_int(&in, 0, P - 1)] += fz_int(&in, -5, 5); break;
         case 8: md->context_lens = c.ctx; break;   /* a prefix for any type */
         case 9: md->block_tables = NULL; break;
@@ -236,7 +247,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 11: md->encoder_seq_lens = fz_chance(&in, 128) ? NULL : c.enc_lens; break;
         case 12: md->encoder_start_loc = fz_chance(&in, 128) ? NULL : c.enc_loc; break;
         case 13: md->num_encoder_tokens += fz_int(&in, -2, 2); break;
-        case 14: if (P + Dn > 0) c.enc_lens[fz_int(&in, 0, P + Dn - 1)] += fz_int(&in, -3, 3); break;
+        case 14: if (P + Dn > 0) c.enc_lens[fz_int(&in, 0, P + Dn - 1)] += fz_int(&in, -3, 3);
+        break;
         case 15: md->cross_block_tables = fz_chance(&in, 128) ? NULL : c.tables; break;
         case 16: if (P > 0) c.enc_loc[fz_int(&in, 0, P)] += fz_int(&in, -3, 3); break;
         case 17: c.has_cache = !c.has_cache; break;
@@ -246,7 +258,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* rows: queries and outputs over the query tokens, keys and values over the written ones */
     int qtokens = type == ATTN_ENCODER ? md->num_encoder_tokens : c.qsl[P] + Dn;
-    int ktokens = type == ATTN_ENCODER ? md->num_encoder_tokens : type == ATTN_ENCODER_DECODER ? enc_tokens : self_tokens;
+    int ktokens = type == ATTN_ENCODER ? md->num_encoder_tokens : type ==
+                  ATTN_ENCODER_DECODER ? enc_tokens : self_tokens;
     qtokens = FZ_MAX(qtokens, 0); ktokens = FZ_MAX(ktokens, 0);
     fz_expect rows_ex = {0};  /* which rows a call checks depends on the batch: the model below */
     fz_rows_make(&in, &rng, &c.q, qtokens, qw, 1, NULL, &rows_ex);
@@ -274,61 +287,83 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int64_t *wslots = NULL;
             const fz_rows *kr = &c.k;
             if (type == ATTN_DECODER || type == ATTN_ENCODER_ONLY) {
-                fz_bad_if(&ex, type == ATTN_ENCODER_ONLY && (nD > 0 || prefix), ATTN_ERR_INVALID_ARG);
+                fz_bad_if(&ex, type == ATTN_ENCODER_ONLY &&
+                          (nD > 0 || prefix), ATTN_ERR_INVALID_ARG);
                 if (prefix)
                     for (int s = 0; s < nP; s++)
                         fz_bad_if(&ex, !lens || md->context_lens[s] < 0 ||
-                                       (qs_ok && (int64_t)md->context_lens[s] + qs[s + 1] - qs[s] != lens[s]),
+                                       (qs_ok &&
+                                        (int64_t)md->context_lens[s] + qs[s + 1] - qs[s] !=
+                                            lens[s]),
                                   ATTN_ERR_INVALID_ARG);
                 if (lens) {  /* the new tokens are counted in seq_lens */
                     for (int s = 0; s < nP && qs_ok; s++)
                         fz_bad_if(&ex, qs[s + 1] - qs[s] > lens[s], ATTN_ERR_INVALID_ARG);
-                    for (int i = 0; i < nD; i++) fz_bad_if(&ex, lens[nP + i] < 1, ATTN_ERR_INVALID_ARG);
+                    for (int i = 0; i < nD; i++) fz_bad_if(&ex, lens[nP + i] <
+                                                           1, ATTN_ERR_INVALID_ARG);
                 }
                 need_cache = prefix || nD > 0;
                 fz_bad_if(&ex, need_cache && !lens, ATTN_ERR_INVALID_ARG);
-                if (cache && md->slot_mapping) { wslots = md->slot_mapping; write_n = (int)Tq + nD; }
+                if (cache && md->slot_mapping) {
+                    wslots = md->slot_mapping; write_n = (int)Tq + nD;
+                }
                 /* rows: queries and outputs over all tokens, keys and values for the prefills'
                    own attention (plain) and for the writes */
-                fz_bad_if(&ex, !rows_ok(&c.q, Tq + nD) || !rows_ok(&c.out, Tq + nD), ATTN_ERR_INVALID_ARG);
-                if (!prefix) fz_bad_if(&ex, !rows_ok(&c.k, Tq) || !rows_ok(&c.v, Tq) || c.k.r.dtype != c.v.r.dtype,
+                fz_bad_if(&ex, !rows_ok(&c.q, Tq + nD) ||
+                          !rows_ok(&c.out, Tq + nD), ATTN_ERR_INVALID_ARG);
+                if (!prefix) fz_bad_if(&ex, !rows_ok(&c.k, Tq) || !rows_ok(&c.v, Tq) ||
+                                       c.k.r.dtype != c.v.r.dtype,
                                        ATTN_ERR_INVALID_ARG);
                 if (lens && cache) {
-                    if (prefix) tables_model(md->block_tables, md->max_blocks_per_seq, lens, nP, bs, nb, &ex);
-                    if (nD) tables_model(md->block_tables ? md->block_tables + nP * md->max_blocks_per_seq : NULL,
+                    if (prefix) tables_model(md->block_tables, md->max_blocks_per_seq, lens, nP, bs,
+                                             nb, &ex);
+                    if (nD) tables_model(md->block_tables
+                                         ? md->block_tables + nP * md->max_blocks_per_seq : NULL,
                                          md->max_blocks_per_seq, lens + nP, nD, bs, nb, &ex);
                 }
             } else if (type == ATTN_ENCODER) {
                 const int32_t *el = md->encoder_start_loc;
-                fz_bad_if(&ex, !md->encoder_seq_lens || !el || nD > 0 || prefix, ATTN_ERR_INVALID_ARG);
-                fz_bad_if(&ex, el && (!offsets_ok(el, nP) || el[nP] != md->num_encoder_tokens), ATTN_ERR_INVALID_ARG);
+                fz_bad_if(&ex, !md->encoder_seq_lens || !el || nD > 0 ||
+                          prefix, ATTN_ERR_INVALID_ARG);
+                fz_bad_if(&ex, el &&
+                          (!offsets_ok(el, nP) || el[nP] != md->num_encoder_tokens),
+                          ATTN_ERR_INVALID_ARG);
                 int64_t Te = md->num_encoder_tokens;
                 fz_bad_if(&ex, !rows_ok(&c.q, Te) || !rows_ok(&c.out, Te) || !rows_ok(&c.k, Te) ||
-                               !rows_ok(&c.v, Te) || c.k.r.dtype != c.v.r.dtype, ATTN_ERR_INVALID_ARG);
+                               !rows_ok(&c.v, Te) ||
+                                   c.k.r.dtype != c.v.r.dtype, ATTN_ERR_INVALID_ARG);
             } else {  /* ENCODER_DECODER */
                 const int32_t *el = md->encoder_start_loc, *elen = md->encoder_seq_lens;
                 fz_bad_if(&ex, !elen || !md->cross_block_tables, ATTN_ERR_INVALID_ARG);
                 int cross_paged = c.k.r.data == NULL;
                 if (!cross_paged && nP > 0) {
-                    fz_bad_if(&ex, !el || !offsets_ok(el, nP) || el[nP] != md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
+                    fz_bad_if(&ex, !el || !offsets_ok(el, nP) ||
+                              el[nP] != md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
                     if (el && elen && offsets_ok(el, nP))
-                        for (int s = 0; s < nP; s++) fz_bad_if(&ex, el[s + 1] - el[s] != elen[s], ATTN_ERR_INVALID_ARG);
-                    if (cache && md->cross_slot_mapping) { wslots = md->cross_slot_mapping; write_n = md->num_encoder_tokens; }
+                        for (int s = 0; s < nP; s++) fz_bad_if(&ex, el[s + 1] - el[s] !=
+                                                               elen[s], ATTN_ERR_INVALID_ARG);
+                    if (cache && md->cross_slot_mapping) {
+                        wslots = md->cross_slot_mapping; write_n = md->num_encoder_tokens;
+                    }
                 }
                 need_cache = cross_paged || nD > 0;
                 int64_t Tk = !cross_paged && nP > 0 && el && offsets_ok(el, nP) ? el[nP] : 0;
-                fz_bad_if(&ex, !rows_ok(&c.q, Tq + nD) || !rows_ok(&c.out, Tq + nD), ATTN_ERR_INVALID_ARG);
-                if (!cross_paged) fz_bad_if(&ex, !rows_ok(&c.k, Tk) || !rows_ok(&c.v, Tk) || c.k.r.dtype != c.v.r.dtype,
+                fz_bad_if(&ex, !rows_ok(&c.q, Tq + nD) ||
+                          !rows_ok(&c.out, Tq + nD), ATTN_ERR_INVALID_ARG);
+                if (!cross_paged) fz_bad_if(&ex, !rows_ok(&c.k, Tk) || !rows_ok(&c.v, Tk) ||
+                                            c.k.r.dtype != c.v.r.dtype,
                                             ATTN_ERR_INVALID_ARG);
                 if (elen && cache && md->cross_block_tables) {
-                    if (cross_paged) tables_model(md->cross_block_tables, md->max_cross_blocks_per_seq, elen, nP, bs, nb, &ex);
+                    if (cross_paged) tables_model(md->cross_block_tables,
+                            md->max_cross_blocks_per_seq, elen, nP, bs, nb, &ex);
                     if (nD) tables_model(md->cross_block_tables + nP * md->max_cross_blocks_per_seq,
                                          md->max_cross_blocks_per_seq, elen + nP, nD, bs, nb, &ex);
                 }
             }
             fz_bad_if(&ex, need_cache && !cache, ATTN_ERR_INVALID_ARG);
             if (wslots) {  /* attn_write_kv: rows over the written tokens, slots in the cache */
-                fz_bad_if(&ex, !rows_ok(kr, write_n) || !rows_ok(&c.v, write_n), ATTN_ERR_INVALID_ARG);
+                fz_bad_if(&ex, !rows_ok(kr, write_n) ||
+                          !rows_ok(&c.v, write_n), ATTN_ERR_INVALID_ARG);
                 for (int t = 0; t < write_n; t++)
                     fz_bad_if(&ex, wslots[t] < -1 || wslots[t] >= num_slots, ATTN_ERR_OUT_OF_RANGE);
             }
@@ -337,7 +372,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
-    if (fz_ok(&ex) && cache && (type == ATTN_DECODER || type == ATTN_ENCODER_DECODER)) mark_unread(&c, type);
+    if (fz_ok(&ex) && cache &&
+        (type == ATTN_DECODER || type == ATTN_ENCODER_DECODER)) mark_unread(&c, type);
 
     /* the call */
     size_t need = attn_forward_workspace_size(&c.layer, md, e), ws_bytes;
@@ -349,7 +385,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int ki = fz_snap(&outs, "key cache", c.fc.k, fz_cache_bytes(&c.fc));
     int vi = fz_snap(&outs, "value cache", c.fc.v, fz_cache_bytes(&c.fc));
     int oi = fz_snap(&outs, "out", c.out.r.data, c.out.bytes);
-    attn_status st = attn_forward(&c.layer, e, c.q.r, c.k.r, c.v.r, cache, md, c.out.r, ws, ws_bytes);
+    attn_status st =
+            attn_forward(&c.layer, e, c.q.r, c.k.r, c.v.r, cache, md, c.out.r, ws, ws_bytes);
     fz_check_status(&ex, st, "attn_forward");
     int i = fz_snaps_changed(&keep);
     FZ_REQUIRE(i < 0, "attn_forward wrote its input %s", keep.name[i]);
@@ -360,9 +397,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t cb = fz_cache_bytes(&c.fc);
         void *kb = fz_alloc(cb), *vb = fz_alloc(cb);
         memcpy(kb, outs.copy[ki], cb); memcpy(vb, outs.copy[vi], cb);
-        const int64_t *wslots = type == ATTN_ENCODER_DECODER ? md->cross_slot_mapping : md->slot_mapping;
+        const int64_t *wslots = type ==
+                                ATTN_ENCODER_DECODER ? md->cross_slot_mapping : md->slot_mapping;
         if (c.write_tokens) fz_model_writes(&c.fc, kb, vb, &c.k, &c.v, wslots, c.write_tokens);
-        FZ_REQUIRE(!memcmp(kb, c.fc.k, cb) && !memcmp(vb, c.fc.v, cb), "attn_forward: the cache differs "
+        FZ_REQUIRE(!memcmp(kb, c.fc.k, cb) &&
+                   !memcmp(vb, c.fc.v, cb), "attn_forward: the cache differs "
                    "from the model's writes (%d tokens)", c.write_tokens);
         free(kb); free(vb);
         /* the outputs, against the reference over the model's keys */
@@ -373,18 +412,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int32_t *qs = type == ATTN_ENCODER ? md->encoder_start_loc : md->query_start_loc;
             int cross_paged = type == ATTN_ENCODER_DECODER && !c.k.r.data;
             const int32_t *kl = type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
-            const int32_t *tb = type == ATTN_ENCODER_DECODER ? md->cross_block_tables : md->block_tables;
-            int mb = type == ATTN_ENCODER_DECODER ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
+            const int32_t *tb = type ==
+                                ATTN_ENCODER_DECODER ? md->cross_block_tables : md->block_tables;
+            int mb = type ==
+                     ATTN_ENCODER_DECODER ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
             for (int s = 0; s < nP; s++) {
                 int Lq = qs[s + 1] - qs[s];
                 const float *qf = c.q.f + (int64_t)qs[s] * qw;
                 double *o = want + (int64_t)qs[s] * qw;
                 if (md->context_lens || cross_paged) {
-                    ref_paged_seq(p, &c.fc, c.fc.kf, c.fc.vf, tb + s * mb, causal, Lq, kl[s], qf, o);
+                    ref_paged_seq(p, &c.fc, c.fc.kf, c.fc.vf, tb + s * mb, causal, Lq, kl[s], qf,
+                                  o);
                 } else {
                     const int32_t *ks0 = type == ATTN_ENCODER_DECODER ? md->encoder_start_loc : qs;
                     int Lk = ks0[s + 1] - ks0[s];
-                    ref_rows_seq(p, causal, Lq, Lk, qf, c.k.f + (int64_t)ks0[s] * kw, c.v.f + (int64_t)ks0[s] * kw, o);
+                    ref_rows_seq(p, causal, Lq, Lk, qf, c.k.f + (int64_t)ks0[s] * kw,
+                                 c.v.f + (int64_t)ks0[s] * kw, o);
                 }
             }
             int t0 = type == ATTN_ENCODER ? 0 : md->num_prefill_tokens;
@@ -404,7 +447,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         void *ws2 = fz_alloc(bytes2);
         memset(ws2, 0xff, bytes2);
         st = attn_forward(&c.layer, &e2, c.q.r, c.k.r, c.v.r, cache, md, c.out.r, ws2, bytes2);
-        FZ_REQUIRE(st == ATTN_OK, "attn_forward: %s at %d threads", attn_status_str(st), e2.num_threads);
+        FZ_REQUIRE(st ==
+                   ATTN_OK, "attn_forward: %s at %d threads", attn_status_str(st), e2.num_threads);
         FZ_REQUIRE((oi < 0 || !memcmp(o1, c.out.r.data, c.out.bytes)) && !memcmp(k1, c.fc.k, cb) &&
                    !memcmp(v1, c.fc.v, cb),
                    "attn_forward: other bits at %d threads", e2.num_threads);

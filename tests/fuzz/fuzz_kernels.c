@@ -35,8 +35,10 @@ static void gen_cache(fz_in *in, uint64_t *rng, kcache *kc, const attn_params *p
         case 2: c->num_blocks = fz_int(in, -2, 0); break;
         case 3: c->block_size = fz_int(in, -2, 0); break;
         case 4: c->dtype = (attn_dtype)fz_int(in, ATTN_DTYPE_COUNT, ATTN_DTYPE_COUNT + 4); break;
-        case 5: c->k_scale = fz_chance(in, 128) ? fz_hostile_float(in) : -fz_uniform(rng, 0, 2); break;
-        case 6: c->v_scale = fz_chance(in, 128) ? fz_hostile_float(in) : -fz_uniform(rng, 0, 2); break;
+        case 5: c->k_scale = fz_chance(in, 128) ? fz_hostile_float(in) : -fz_uniform(rng, 0, 2);
+        break;
+        case 6: c->v_scale = fz_chance(in, 128) ? fz_hostile_float(in) : -fz_uniform(rng, 0, 2);
+        break;
         case 7: if (!fz_is_fp8(dt)) c->k_scale = 2.0f; break;  /* unscaled dtypes have scale 1 */
         case 8: c->num_kv_heads += fz_chance(in, 128) ? 1 : -1; break;
         case 9: c->head_size += fz_chance(in, 128) ? 1 : -1; break;
@@ -55,7 +57,8 @@ static int32_t *gen_tables(fz_in *in, uint64_t *rng, kcache *kc, const int32_t *
                            int *max_blocks, fz_expect *ex) {
     const attn_kv_cache *c = &kc->fc.c, *m = &kc->fc.made;
     int bs = c->block_size >= 1 ? c->block_size : 1, nb = c->num_blocks, need = 0;
-    for (int s = 0; s < n; s++) need = FZ_MAX(need, (int)(((int64_t)FZ_MAX(len[s], 0) + bs - 1) / bs));
+    for (int s = 0; s < n; s++) need =
+            FZ_MAX(need, (int)(((int64_t)FZ_MAX(len[s], 0) + bs - 1) / bs));
     int r = fz_int(in, 0, 31) - 28;  /* 0..3: broken in one way */
     *max_blocks = need + fz_int(in, 0, 2);
     if (r == 0 && need > 0) *max_blocks = fz_int(in, 0, need - 1);
@@ -138,23 +141,28 @@ static size_t ws_query(const kcall *c, const attn_exec *e) {
     const attn_kv_cache *cache = c->kc && !c->kc->null_cache ? &c->kc->fc.c : NULL;
     switch (c->op) {
         case OP_SDPA: return attn_sdpa_workspace_size(c->p, e, c->cu_q, c->cu_k, c->n);
-        case OP_PREFILL: return attn_paged_prefill_workspace_size(c->p, e, cache, c->cu_q, c->lens, c->n);
+        case OP_PREFILL: return attn_paged_prefill_workspace_size(c->p, e, cache, c->cu_q, c->lens,
+                                                                  c->n);
         default: return attn_paged_decode_workspace_size(c->p, e, cache, c->lens, c->n, c->version);
     }
 }
 
-static attn_status run(const kcall *c, const attn_exec *e, void *out, float *lse, void *ws, size_t bytes) {
+static attn_status run(const kcall *c, const attn_exec *e, void *out, float *lse, void *ws,
+                       size_t bytes) {
     const attn_kv_cache *cache = c->kc && !c->kc->null_cache ? &c->kc->fc.c : NULL;
     attn_rows o = c->out.r;
     o.data = out;
     switch (c->op) {
         case OP_SDPA:
-            return attn_sdpa(c->p, e, c->q.r, c->k.r, c->v.r, o, c->cu_q, c->cu_k, c->n, c->causal, lse, ws, bytes);
+            return attn_sdpa(c->p, e, c->q.r, c->k.r, c->v.r, o, c->cu_q, c->cu_k, c->n, c->causal,
+                             lse, ws, bytes);
         case OP_PREFILL:
-            return attn_paged_prefill(c->p, e, c->q.r, o, cache, c->tables, c->max_blocks, c->cu_q, c->lens,
+            return attn_paged_prefill(c->p, e, c->q.r, o, cache, c->tables, c->max_blocks, c->cu_q,
+                                      c->lens,
                                       c->n, c->causal, lse, ws, bytes);
         default:
-            return attn_paged_decode(c->p, e, c->q.r, o, cache, c->tables, c->max_blocks, c->lens, c->n,
+            return attn_paged_decode(c->p, e, c->q.r, o, cache, c->tables, c->max_blocks, c->lens,
+                                     c->n,
                                      c->version, lse, ws, bytes);
     }
 }
@@ -176,7 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_bad_if(&ex, !c.p, ATTN_ERR_INVALID_ARG);
     const attn_exec *e = fz_exec(&in, &exec, &ex);
     int H = kp.p.num_heads, Hk = kp.p.num_kv_heads, D = kp.p.head_size;
-    int64_t qw = H >= 1 && D >= 1 ? (int64_t)H * D : 1, kw = Hk >= 1 && D >= 1 ? (int64_t)Hk * D : 1;
+    int64_t qw = H >= 1 && D >= 1 ? (int64_t)H * D : 1, kw = Hk >= 1 &&
+                 D >= 1 ? (int64_t)Hk * D : 1;
     int n = fz_int(&in, 0, MAX_SEQS), lq[MAX_SEQS], lk[MAX_SEQS];
     int32_t cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1], lens[MAX_SEQS + 1];
     c.n = fz_chance(&in, 4) ? -fz_int(&in, 1, 3) : n;
@@ -190,7 +199,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_bad(&ex, ATTN_ERR_INVALID_ARG);
         }
         lens[s] = lk[s];
-        if (c.op != OP_SDPA && fz_chance(&in, 4)) { lens[s] = -fz_int(&in, 1, 3); fz_bad(&ex, ATTN_ERR_INVALID_ARG); }
+        if (c.op != OP_SDPA && fz_chance(&in, 4)) {
+            lens[s] = -fz_int(&in, 1, 3); fz_bad(&ex, ATTN_ERR_INVALID_ARG);
+        }
     }
     int64_t Tq = 0, Tk = 0;
     for (int s = 0; s < n; s++) { Tq += lq[s]; Tk += lk[s]; }
@@ -206,12 +217,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         c.cu_k = cu_k;
         if (fz_chance(&in, 2)) { c.cu_k = NULL; fz_bad(&ex, ATTN_ERR_INVALID_ARG); }
     }
-    if (c.op != OP_DECODE && fz_chance(&in, 2)) { c.cu_q = NULL; fz_bad(&ex, ATTN_ERR_INVALID_ARG); }
+    if (c.op != OP_DECODE && fz_chance(&in, 2)) {
+        c.cu_q = NULL; fz_bad(&ex, ATTN_ERR_INVALID_ARG);
+    }
     c.lens = lens;
-    if (c.op != OP_SDPA && n > 0 && fz_chance(&in, 2)) { c.lens = NULL; fz_bad(&ex, ATTN_ERR_INVALID_ARG); }
+    if (c.op != OP_SDPA && n > 0 && fz_chance(&in, 2)) {
+        c.lens = NULL; fz_bad(&ex, ATTN_ERR_INVALID_ARG);
+    }
     if (c.op == OP_DECODE) {
         int rv = fz_int(&in, 0, 15);
-        c.version = rv < 5 ? (attn_paged_version)(rv % 3) : rv == 15 ? (attn_paged_version)fz_int(&in, 3, 5)
+        c.version = rv < 5 ? (attn_paged_version)(rv % 3) : rv ==
+                    15 ? (attn_paged_version)fz_int(&in, 3, 5)
                   : (attn_paged_version)(rv % 3);
         fz_bad_if(&ex, rv == 15, ATTN_ERR_INVALID_ARG);
     }
@@ -241,7 +257,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_snap(&keep, "key cache", kc.fc.k, fz_cache_bytes(&kc.fc));
         if (kc.fc.v != kc.fc.k) fz_snap(&keep, "value cache", kc.fc.v, fz_cache_bytes(&kc.fc));
     }
-    fz_snap(&keep, "block tables", c.tables, sizeof(int32_t) * (size_t)(n * FZ_MAX(c.max_blocks, 0)));
+    fz_snap(&keep, "block tables", c.tables,
+            sizeof(int32_t) * (size_t)(n * FZ_MAX(c.max_blocks, 0)));
     int out_i = fz_snap(&outs, "out", c.out.r.data, c.out.bytes);
     int lse_i = fz_snap(&outs, "lse", c.lse, lse_bytes);
     attn_status st = run(&c, e, c.out.r.data, c.lse, ws, ws_bytes);
@@ -261,10 +278,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const float *qs = c.q.f + (int64_t)cu_q[s] * qw;
                 double *o = want + (int64_t)cu_q[s] * qw, *l = want_lse + (int64_t)cu_q[s] * H;
                 if (c.op == OP_SDPA)
-                    ref_attention(&kp.p, c.causal, lq[s], lk[s], qs, 0, c.k.f + (int64_t)cu_k[s] * kw, 0,
+                    ref_attention(&kp.p, c.causal, lq[s], lk[s], qs, 0,
+                                  c.k.f + (int64_t)cu_k[s] * kw, 0,
                                   c.v.f + (int64_t)cu_k[s] * kw, 0, o, l);
                 else
-                    ref_paged(&kp.p, &kc.fc, c.tables + s * c.max_blocks, c.op == OP_DECODE ? 1 : c.causal,
+                    ref_paged(&kp.p, &kc.fc, c.tables + s * c.max_blocks, c.op ==
+                              OP_DECODE ? 1 : c.causal,
                               lq[s], lens[s], qs, o, l);
             }
             if (out_i >= 0) fz_rows_check(&c.out, outs.copy[out_i], want, Tq, name);
@@ -285,9 +304,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (out2) memcpy(out2, outs.copy[out_i], c.out.bytes);
         FZ_REQUIRE(run(&c2, &e2, out2 ? out2 : c.out.r.data, lse2, ws2, bytes2) == ATTN_OK,
                    "%s: refused at %d threads", name, e2.num_threads);
-        FZ_REQUIRE(!out2 || !memcmp(out2, c.out.r.data, c.out.bytes), "%s: other bits at %d threads (first "
+        FZ_REQUIRE(!out2 ||
+                   !memcmp(out2, c.out.r.data, c.out.bytes), "%s: other bits at %d threads (first "
                    "run: %d)", name, e2.num_threads, e ? e->num_threads : 1);
-        FZ_REQUIRE(!c.lse || !memcmp(lse2, c.lse, lse_bytes), "%s: other lse bits at %d threads", name,
+        FZ_REQUIRE(!c.lse ||
+                   !memcmp(lse2, c.lse, lse_bytes), "%s: other lse bits at %d threads", name,
                    e2.num_threads);
         free(ws2); free(out2); free(lse2);
     }

@@ -11,7 +11,8 @@
 #include "fuzz.h"
 
 /* A cache of the input's geometry (small), dtype and scales. */
-static void gen_cache(fz_in *in, uint64_t *rng, fz_cache *fc, int nb, int bs, int Hk, int D, attn_dtype dt) {
+static void gen_cache(fz_in *in, uint64_t *rng, fz_cache *fc, int nb, int bs, int Hk, int D,
+                      attn_dtype dt) {
     float ks = fz_is_fp8(dt) ? fz_uniform(rng, 0.01f, 2.0f) : 1.0f;
     float vs = fz_is_fp8(dt) ? fz_uniform(rng, 0.01f, 2.0f) : 1.0f;
     fz_cache_make(fc, rng, nb, bs, Hk, D, dt, ks, vs, fz_chance(in, 16));
@@ -28,11 +29,16 @@ static void break_cache(fz_in *in, uint64_t *rng, attn_kv_cache *c) {
         switch (fz_int(in, 0, 12)) {
             case 0: c->key = NULL; break;
             case 1: c->value = NULL; break;
-            case 2: c->num_blocks = fz_chance(in, 128) ? fz_int(in, -2, 0) : huge[fz_int(in, 0, 3)]; break;
-            case 3: c->block_size = fz_chance(in, 128) ? fz_int(in, -2, 0) : huge[fz_int(in, 0, 3)]; break;
-            case 4: c->num_kv_heads = fz_chance(in, 128) ? fz_int(in, -2, 0) : huge[fz_int(in, 0, 3)]; break;
-            case 5: c->head_size = fz_chance(in, 128) ? fz_int(in, -2, 0) : ATTN_MAX_HEAD_SIZE + fz_int(in, 0, 2); break;
-            case 6: c->dtype = (attn_dtype)(fz_chance(in, 128) ? fz_int(in, 0, 4) : fz_int(in, 5, 99)); break;
+            case 2: c->num_blocks = fz_chance(in, 128) ? fz_int(in, -2, 0) : huge[fz_int(in, 0, 3)];
+            break;
+            case 3: c->block_size = fz_chance(in, 128) ? fz_int(in, -2, 0) : huge[fz_int(in, 0, 3)];
+            break;
+            case 4: c->num_kv_heads = fz_chance(in, 128) ? fz_int(in, -2, 0)
+                : huge[fz_int(in, 0, 3)]; break;
+            case 5: c->head_size = fz_chance(in, 128) ? fz_int(in, -2, 0)
+                : ATTN_MAX_HEAD_SIZE + fz_int(in, 0, 2); break;
+            case 6: c->dtype =
+                    (attn_dtype)(fz_chance(in, 128) ? fz_int(in, 0, 4) : fz_int(in, 5, 99)); break;
             case 7: c->k_scale = scales[fz_int(in, 0, 7)]; break;
             case 8: c->v_scale = scales[fz_int(in, 0, 7)]; break;
             case 9: c->k_scale = c->v_scale = fz_uniform(rng, 0.01f, 4.0f); break;
@@ -88,11 +94,14 @@ static void op_write_kv(fz_in *in, uint64_t *rng) {
         memcpy(vb, outs.n > 1 ? outs.copy[1] : outs.copy[0], cb);
         if (fc.v == fc.k) {  /* one buffer: each slot ends with its value */
             fz_model_writes(&fc, kb, kb, &k, &v, slots, n);
-            FZ_REQUIRE(!memcmp(kb, fc.k, cb), "attn_write_kv: the shared buffer differs from the model");
+            FZ_REQUIRE(!memcmp(kb, fc.k, cb),
+                       "attn_write_kv: the shared buffer differs from the model");
         } else {
             fz_model_writes(&fc, kb, vb, &k, &v, slots, n);
-            FZ_REQUIRE(!memcmp(kb, fc.k, cb), "attn_write_kv: the keys differ from the model (%d tokens)", n);
-            FZ_REQUIRE(!memcmp(vb, fc.v, cb), "attn_write_kv: the values differ from the model (%d tokens)", n);
+            FZ_REQUIRE(!memcmp(kb, fc.k, cb),
+                       "attn_write_kv: the keys differ from the model (%d tokens)", n);
+            FZ_REQUIRE(!memcmp(vb, fc.v, cb),
+                       "attn_write_kv: the values differ from the model (%d tokens)", n);
         }
         free(kb); free(vb);
     }
@@ -109,7 +118,8 @@ static int64_t *gen_pairs(fz_in *in, uint64_t *rng, int n, int64_t src_blocks, i
         for (int j = 0; j < 2; j++) {
             int64_t nb = j ? dst_blocks : src_blocks;
             int r = fz_int(in, 0, 31);
-            pr[2 * i + j] = r < 26 ? (int64_t)(fz_rand(rng) % (uint64_t)nb) : r < 29 && i > 0 ? pr[2 * fz_int(in, 0, i - 1) + fz_int(in, 0, 1)]
+            pr[2 * i + j] = r < 26 ? (int64_t)(fz_rand(rng) % (uint64_t)nb) : r < 29 &&
+                i > 0 ? pr[2 * fz_int(in, 0, i - 1) + fz_int(in, 0, 1)]
                           : r == 30 ? nb + fz_int(in, 0, 2) : r == 31 ? -fz_int(in, 1, 3) : 0;
         }
     return pr;
@@ -117,9 +127,11 @@ static int64_t *gen_pairs(fz_in *in, uint64_t *rng, int n, int64_t src_blocks, i
 
 /* The documented pair rules: ids in range (else OUT_OF_RANGE); no destination twice and, in one
    cache, no id both a source and a destination (else INVALID_ARG). */
-static void pairs_model(const int64_t *pr, int n, int64_t src_blocks, int64_t dst_blocks, int same, fz_expect *ex) {
+static void pairs_model(const int64_t *pr, int n, int64_t src_blocks, int64_t dst_blocks, int same,
+                        fz_expect *ex) {
     for (int i = 0; i < n; i++)
-        fz_bad_if(ex, pr[2 * i] < 0 || pr[2 * i] >= src_blocks || pr[2 * i + 1] < 0 || pr[2 * i + 1] >= dst_blocks,
+        fz_bad_if(ex, pr[2 * i] < 0 || pr[2 * i] >= src_blocks || pr[2 * i + 1] < 0 ||
+                  pr[2 * i + 1] >= dst_blocks,
                   ATTN_ERR_OUT_OF_RANGE);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
@@ -129,7 +141,8 @@ static void pairs_model(const int64_t *pr, int n, int64_t src_blocks, int64_t ds
 }
 
 /* Copies block a of src to block b of dst in the model's byte arrays. */
-static void model_copy(const fz_cache *src, const void *sk, const void *sv, const fz_cache *dst, void *dk,
+static void model_copy(const fz_cache *src, const void *sk, const void *sv, const fz_cache *dst,
+                       void *dk,
                        void *dv, int64_t a, int64_t b) {
     size_t bb = fz_cache_at(src, 1, 0, 0, 0) * fz_esize(src->made.dtype);
     memcpy((char *)dk + (size_t)b * bb, (const char *)sk + (size_t)a * bb, bb);
@@ -142,7 +155,8 @@ static void op_swap(fz_in *in, uint64_t *rng) {
     fz_cache a, b;
     int nb = fz_int(in, 1, 10), bs = fz_int(in, 1, 6), Hk = fz_int(in, 1, 3), D = fz_int(in, 1, 24);
     attn_dtype dt = (attn_dtype)fz_int(in, 0, ATTN_DTYPE_COUNT - 1);
-    int mode = fz_int(in, 0, 3);  /* 0 two caches, 1 the same struct, 2 a copy of the struct, 3 mismatched */
+    int mode = fz_int(in, 0, 3);  /* 0 two caches, 1 the same struct, 2 a copy of the struct, 3
+                                     mismatched */
     gen_cache(in, rng, &a, nb, bs, Hk, D, dt);
     if (mode == 0) {
         gen_cache(in, rng, &b, fz_int(in, 1, 10), bs, Hk, D, dt);
@@ -163,10 +177,13 @@ static void op_swap(fz_in *in, uint64_t *rng) {
         int on_src = fz_chance(in, 128);
         break_for_call(in, rng, on_src ? &a : dfc, on_src ? src : dst);
     }
-    fz_bad_if(&ex, !fz_cache_struct_valid(src) || !fz_cache_struct_valid(dst), ATTN_ERR_INVALID_ARG);
+    fz_bad_if(&ex, !fz_cache_struct_valid(src) ||
+              !fz_cache_struct_valid(dst), ATTN_ERR_INVALID_ARG);
     int same = mode == 1 || mode == 2;
     int n = fz_int(in, 0, 8), n_call = fz_chance(in, 4) ? -1 : n;
-    int64_t *pr = gen_pairs(in, rng, n, src->num_blocks > 0 ? src->num_blocks : 1, dst->num_blocks > 0 ? dst->num_blocks : 1);
+    int64_t *pr =
+            gen_pairs(in, rng, n, src->num_blocks > 0 ? src->num_blocks : 1, dst->num_blocks >
+                      0 ? dst->num_blocks : 1);
     const int64_t *pcall = fz_chance(in, 3) ? NULL : pr;
     fz_bad_if(&ex, n_call < 0 || (n_call > 0 && !pcall), ATTN_ERR_INVALID_ARG);
     if (n_call > 0) pairs_model(pr, n, src->num_blocks, dst->num_blocks, same, &ex);
@@ -187,15 +204,21 @@ static void op_swap(fz_in *in, uint64_t *rng) {
         int di = dfc == &a ? 0 : 2;
         memcpy(dk, all.copy[di], cb);
         memcpy(dv, all.copy[di + 1], cb);
-        /* a destination whose key and value arrays are one buffer: each pair's value lands on its key */
+        /* a destination whose key and value arrays are one buffer: each pair's value lands on its
+           key */
         void *dv_model = dfc->k == dfc->v ? dk : dv;
-        for (int i = 0; i < n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv_model, pr[2 * i], pr[2 * i + 1]);
+        for (int i = 0; i <
+             n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv_model, pr[2 * i],
+                                pr[2 * i + 1]);
         FZ_REQUIRE(!memcmp(dk, dfc->k, cb) && (dfc->v == dfc->k || !memcmp(dv, dfc->v, cb)),
-                   "attn_swap_blocks: the destination differs from the model's copies (%d pairs, mode %d, "
-                   "dtype %d, shared arrays %d %d, pair 0: %lld -> %lld)", n, mode, (int)dt, a.k == a.v,
+                   "attn_swap_blocks: the destination differs from the model's copies (%d pairs, "
+                   "mode %d, "
+                   "dtype %d, shared arrays %d %d, pair 0: %lld -> %lld)", n, mode, (int)dt,
+                   a.k == a.v,
                    dfc->k == dfc->v, (long long)pr[0], (long long)pr[1]);
         if (dfc != &a)
-            FZ_REQUIRE(!memcmp(all.copy[0], a.k, fz_cache_bytes(&a)) && !memcmp(all.copy[1], a.v, fz_cache_bytes(&a)),
+            FZ_REQUIRE(!memcmp(all.copy[0], a.k, fz_cache_bytes(&a)) &&
+                       !memcmp(all.copy[1], a.v, fz_cache_bytes(&a)),
                        "attn_swap_blocks changed its source");
         free(dk); free(dv);
     }
@@ -244,9 +267,11 @@ static void op_copy(fz_in *in, uint64_t *rng) {
             void *dk = fz_alloc(cb), *dv = fz_alloc(cb);
             memcpy(dk, all.copy[2 * l], cb);
             memcpy(dv, all.copy[2 * l + 1], cb);
-            for (int i = 0; i < n; i++) model_copy(&fc[l], dk, dv, &fc[l], dk, dv, pr[2 * i], pr[2 * i + 1]);
+            for (int i = 0; i <
+                 n; i++) model_copy(&fc[l], dk, dv, &fc[l], dk, dv, pr[2 * i], pr[2 * i + 1]);
             FZ_REQUIRE(!memcmp(dk, fc[l].k, cb) && (fc[l].v == fc[l].k || !memcmp(dv, fc[l].v, cb)),
-                       "attn_copy_blocks: layer %d differs from the model's copies (%d pairs)", l, n);
+                       "attn_copy_blocks: layer %d differs from the model's copies (%d pairs)", l,
+                       n);
             free(dk); free(dv);
         }
     fz_snaps_free(&all);
@@ -266,7 +291,8 @@ static void op_validators(fz_in *in, uint64_t *rng) {
     static char ws[1 << 20];  /* the prefill query counts one thread's scratch even for no tokens */
     fz_cache fc;
     int Hk = fz_int(in, 1, 4), D = fz_int(in, 1, 64);
-    gen_cache(in, rng, &fc, fz_int(in, 1, 4), fz_int(in, 1, 4), Hk, D, (attn_dtype)fz_int(in, 0, ATTN_DTYPE_COUNT - 1));
+    gen_cache(in, rng, &fc, fz_int(in, 1, 4), fz_int(in, 1, 4), Hk, D,
+              (attn_dtype)fz_int(in, 0, ATTN_DTYPE_COUNT - 1));
     attn_kv_cache c = fc.c;
     break_cache(in, rng, &c);
     int doc = fz_cache_struct_valid(&c);
@@ -282,7 +308,8 @@ static void op_validators(fz_in *in, uint64_t *rng) {
     int32_t none_i32[2] = {0, 0};
     attn_rows rows = {NULL, ATTN_F32, 0};
     attn_kv_cache *layers[1] = {&c};
-    accepts("attn_write_kv", attn_write_kv(&c, rows, rows, none_slots, 0, NULL), &n, names, verdicts);
+    accepts("attn_write_kv", attn_write_kv(&c, rows, rows, none_slots, 0, NULL), &n, names,
+            verdicts);
     accepts("attn_swap_blocks", attn_swap_blocks(&c, &c, none_slots, 0), &n, names, verdicts);
     accepts("attn_copy_blocks", attn_copy_blocks(layers, 1, none_slots, 0), &n, names, verdicts);
     if (matchable) {
@@ -291,30 +318,44 @@ static void op_validators(fz_in *in, uint64_t *rng) {
         if (attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK) abort();
         size_t dq = attn_paged_decode_workspace_size(&p, NULL, &c, none_i32, 0, ATTN_PAGED_AUTO);
         size_t pq = attn_paged_prefill_workspace_size(&p, NULL, &c, none_i32, none_i32, 0);
-        accepts("attn_paged_decode_workspace_size", dq ? ATTN_OK : ATTN_ERR_INVALID_ARG, &n, names, verdicts);
-        accepts("attn_paged_prefill_workspace_size", pq ? ATTN_OK : ATTN_ERR_INVALID_ARG, &n, names, verdicts);
-        FZ_REQUIRE(dq <= sizeof ws && pq <= sizeof ws, "workspace for an empty batch: %zu / %zu bytes", dq, pq);
-        accepts("attn_paged_decode", attn_paged_decode(&p, NULL, rows, rows, &c, none_i32, 0, none_i32, 0,
-                                                       ATTN_PAGED_AUTO, NULL, ws, sizeof ws), &n, names, verdicts);
-        accepts("attn_paged_prefill", attn_paged_prefill(&p, NULL, rows, rows, &c, none_i32, 0, none_i32, none_i32,
-                                                         0, 1, NULL, ws, sizeof ws), &n, names, verdicts);
+        accepts("attn_paged_decode_workspace_size", dq ? ATTN_OK : ATTN_ERR_INVALID_ARG, &n, names,
+                verdicts);
+        accepts("attn_paged_prefill_workspace_size", pq ? ATTN_OK : ATTN_ERR_INVALID_ARG, &n, names,
+                verdicts);
+        FZ_REQUIRE(dq <= sizeof ws &&
+                   pq <= sizeof ws, "workspace for an empty batch: %zu / %zu bytes", dq, pq);
+        accepts("attn_paged_decode",
+                attn_paged_decode(&p, NULL, rows, rows, &c, none_i32, 0, none_i32, 0,
+                                                       ATTN_PAGED_AUTO, NULL, ws, sizeof ws), &n,
+                                                       names, verdicts);
+        accepts("attn_paged_prefill",
+                attn_paged_prefill(&p, NULL, rows, rows, &c, none_i32, 0, none_i32, none_i32,
+                                                         0, 1, NULL, ws, sizeof ws), &n, names,
+                                                         verdicts);
         memset(&md, 0, sizeof md);
         md.slot_mapping = none_slots;   /* nothing to write: the cache is still checked */
         md.seq_lens = none_i32;
         md.block_tables = none_i32;
-        accepts("attn_forward (slot_mapping)", attn_forward(&L, NULL, rows, rows, rows, &c, &md, rows, ws, sizeof ws),
+        accepts("attn_forward (slot_mapping)",
+                attn_forward(&L, NULL, rows, rows, rows, &c, &md, rows, ws, sizeof ws),
                 &n, names, verdicts);
         md.slot_mapping = NULL;
         md.context_lens = none_i32;     /* a prefix: the paged prefill's checks */
-        accepts("attn_forward (context_lens)", attn_forward(&L, NULL, rows, rows, rows, &c, &md, rows, ws, sizeof ws),
+        accepts("attn_forward (context_lens)",
+                attn_forward(&L, NULL, rows, rows, rows, &c, &md, rows, ws, sizeof ws),
                 &n, names, verdicts);
     }
     for (int i = 0; i < n; i++)
-        FZ_REQUIRE(verdicts[i] == doc, "the functions that take a cache disagree: %s %s the struct, %s "
-                   "%s it, the documentation calls it %s [blocks %d, block size %d, kv heads %d, head size %d, "
-                   "dtype %d, scales %g %g, key %p, value %p]", names[0], verdicts[0] ? "accepts" : "refuses",
-                   names[i], verdicts[i] ? "accepts" : "refuses", doc ? "valid" : "invalid", c.num_blocks,
-                   c.block_size, c.num_kv_heads, c.head_size, (int)c.dtype, c.k_scale, c.v_scale, c.key,
+        FZ_REQUIRE(verdicts[i] ==
+                   doc, "the functions that take a cache disagree: %s %s the struct, %s "
+                   "%s it, the documentation calls it %s [blocks %d, block size %d, kv heads %d, "
+                   "head size %d, "
+                   "dtype %d, scales %g %g, key %p, value %p]", names[0],
+                   verdicts[0] ? "accepts" : "refuses",
+                   names[i], verdicts[i] ? "accepts" : "refuses", doc ? "valid" : "invalid",
+                   c.num_blocks,
+                   c.block_size, c.num_kv_heads, c.head_size, (int)c.dtype, c.k_scale, c.v_scale,
+                   c.key,
                    c.value);
     fz_cache_free(&fc);
 }

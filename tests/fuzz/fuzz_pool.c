@@ -27,25 +27,31 @@ static void check_invariants(const world *w, const char *after) {
     uint8_t *in_stack = (uint8_t *)calloc((size_t)nb, 1);
     for (int s = 0; s < MAX_SEQS; s++) {
         const attn_seq *q = &w->seq[s];
-        FZ_REQUIRE(q->len >= 0 && q->num_blocks == (q->len + bs - 1) / bs && q->num_blocks <= q->max_blocks,
-                   "after %s: sequence %d has len %lld, %d blocks (block size %d, room %d)", after, s,
+        FZ_REQUIRE(q->len >= 0 && q->num_blocks == (q->len + bs - 1) / bs &&
+                   q->num_blocks <= q->max_blocks,
+                   "after %s: sequence %d has len %lld, %d blocks (block size %d, room %d)", after,
+                   s,
                    (long long)q->len, q->num_blocks, bs, q->max_blocks);
         for (int b = 0; b < q->num_blocks; b++) {
             int32_t id = q->block_table[b];
-            FZ_REQUIRE(id >= 0 && id < nb, "after %s: sequence %d names block %d", after, s, (int)id);
+            FZ_REQUIRE(id >= 0 &&
+                       id < nb, "after %s: sequence %d names block %d", after, s, (int)id);
             count[id]++;
         }
     }
     for (int b = 0; b < nb; b++) {
-        FZ_REQUIRE(p->refcount[b] == count[b], "after %s: block %d has refcount %d, %d tables name it", after, b,
+        FZ_REQUIRE(p->refcount[b] ==
+                   count[b], "after %s: block %d has refcount %d, %d tables name it", after, b,
                    (int)p->refcount[b], (int)count[b]);
         zero += count[b] == 0;
     }
-    FZ_REQUIRE(p->num_free == zero, "after %s: num_free %d, %d blocks unreferenced", after, p->num_free, zero);
+    FZ_REQUIRE(p->num_free ==
+               zero, "after %s: num_free %d, %d blocks unreferenced", after, p->num_free, zero);
     for (int i = 0; i < p->num_free; i++) {
         int32_t id = p->free_ids[i];
         FZ_REQUIRE(id >= 0 && id < nb && !in_stack[id] && count[id] == 0,
-                   "after %s: free stack entry %d is block %d (twice, or in use)", after, i, (int)id);
+                   "after %s: free stack entry %d is block %d (twice, or in use)", after, i,
+                   (int)id);
         in_stack[id] = 1;
     }
     free(count); free(in_stack);
@@ -117,31 +123,39 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
     fz_snap(&sn, "slots", slots, sizeof slots);
     fz_snap(&sn, "cow pairs", cow, sizeof cow);
     fz_snap(&sn, "n_cow", &n_cow, sizeof n_cow);
-    attn_status st = attn_seq_append(broken == 1 ? &bp : p, broken == 2 ? &bq : q, n, null_slots ? NULL : slots,
+    attn_status st =
+            attn_seq_append(broken == 1 ? &bp : p, broken ==
+                            2 ? &bq : q, n, null_slots ? NULL : slots,
                                      null_cow ? NULL : cow, null_cow ? NULL : &n_cow);
     fz_check_status(&ex, st, "attn_seq_append");
     fz_unchanged_on_error(&sn, st, "attn_seq_append");
     if (st == ATTN_OK) {
-        FZ_REQUIRE(q->len == old_len + n && q->num_blocks == new_blocks, "attn_seq_append: len %lld, %d blocks",
+        FZ_REQUIRE(q->len == old_len + n &&
+                   q->num_blocks == new_blocks, "attn_seq_append: len %lld, %d blocks",
                    (long long)q->len, q->num_blocks);
         for (int b = 0; b < old_blocks - (cow_needed ? 1 : 0); b++)
             FZ_REQUIRE(q->block_table[b] == before[b], "attn_seq_append changed table entry %d", b);
-        if (!null_cow) FZ_REQUIRE(n_cow == cow_needed, "attn_seq_append: n_cow %d, the model %d", n_cow, cow_needed);
+        if (!null_cow) FZ_REQUIRE(n_cow ==
+                cow_needed, "attn_seq_append: n_cow %d, the model %d", n_cow, cow_needed);
         if (cow_needed) {
             int32_t fresh = q->block_table[old_blocks - 1];
             FZ_REQUIRE(cow[0][0] == before[old_blocks - 1] && cow[0][1] == fresh && was_free[fresh],
-                       "attn_seq_append: copy-on-write pair (%lld, %lld), old block %d", (long long)cow[0][0],
+                       "attn_seq_append: copy-on-write pair (%lld, %lld), old block %d",
+                       (long long)cow[0][0],
                        (long long)cow[0][1], (int)before[old_blocks - 1]);
             was_free[fresh] = 0;
         }
         for (int b = old_blocks; b < q->num_blocks; b++) {
             int32_t id = q->block_table[b];
-            FZ_REQUIRE(id >= 0 && id < p->num_blocks && was_free[id], "attn_seq_append took block %d (not free)", (int)id);
+            FZ_REQUIRE(id >= 0 && id < p->num_blocks &&
+                       was_free[id], "attn_seq_append took block %d (not free)", (int)id);
             was_free[id] = 0;
         }
         for (int i = 0; i < n; i++) {
             int64_t pos = old_len + i, want = (int64_t)q->block_table[pos / bs] * bs + pos % bs;
-            FZ_REQUIRE(slots[i] == want, "attn_seq_append: slot %d is %lld, the model %lld", i, (long long)slots[i],
+            FZ_REQUIRE(slots[i] ==
+                       want, "attn_seq_append: slot %d is %lld, the model %lld", i,
+                       (long long)slots[i],
                        (long long)want);
         }
     }
@@ -159,7 +173,8 @@ static void op_fork(fz_in *in, world *w, int s, int broken) {
     if (share) shared.block_table = parent->block_table;   /* the parent's own table */
     attn_block_pool bp = broken == 1 ? broken_pool(in, p) : *p;
     attn_seq bq = broken == 2 ? broken_seq(in, parent, p->block_size) : *parent;
-    fz_bad_if(&ex, broken != 0 || c == s || child->len != 0 || child->num_blocks != 0 || share, ATTN_ERR_INVALID_ARG);
+    fz_bad_if(&ex, broken != 0 || c == s || child->len != 0 || child->num_blocks != 0 ||
+              share, ATTN_ERR_INVALID_ARG);
     fz_bad_if(&ex, parent->num_blocks > child->max_blocks, ATTN_ERR_OUT_OF_RANGE);
     fz_snaps sn = {0};
     snap_world(&sn, w);
@@ -170,7 +185,9 @@ static void op_fork(fz_in *in, world *w, int s, int broken) {
     fz_unchanged_on_error(&sn, st, "attn_seq_fork");
     if (st == ATTN_OK) {
         FZ_REQUIRE(child->len == parent->len && child->num_blocks == parent->num_blocks &&
-                   (parent->num_blocks == 0 || !memcmp(child->block_table, parent->block_table, sizeof(int32_t) * (size_t)parent->num_blocks)),
+                   (parent->num_blocks == 0 ||
+                    !memcmp(child->block_table, parent->block_table,
+                            sizeof(int32_t) * (size_t)parent->num_blocks)),
                    "attn_seq_fork: the child is not the parent's copy");
     }
     fz_snaps_free(&sn);
@@ -193,7 +210,8 @@ static void op_truncate(fz_in *in, world *w, int s, int broken) {
     fz_unchanged_on_error(&sn, st, "attn_seq_truncate");
     if (st == ATTN_OK)
         FZ_REQUIRE(q->len == new_len && q->num_blocks == blocks_for(new_len, p->block_size) &&
-                   (q->num_blocks == 0 || !memcmp(before, q->block_table, sizeof(int32_t) * (size_t)q->num_blocks)),
+                   (q->num_blocks == 0 ||
+                    !memcmp(before, q->block_table, sizeof(int32_t) * (size_t)q->num_blocks)),
                    "attn_seq_truncate: len %lld, %d blocks", (long long)q->len, q->num_blocks);
     fz_snaps_free(&sn);
 }
@@ -210,7 +228,8 @@ static void op_release(fz_in *in, world *w, int s, int broken) {
         int i = fz_snaps_changed(&sn);
         FZ_REQUIRE(i < 0, "attn_seq_release with a broken argument changed %s", sn.name[i]);
     } else {
-        FZ_REQUIRE(q->len == 0 && q->num_blocks == 0, "attn_seq_release: len %lld, %d blocks", (long long)q->len,
+        FZ_REQUIRE(q->len == 0 &&
+                   q->num_blocks == 0, "attn_seq_release: len %lld, %d blocks", (long long)q->len,
                    q->num_blocks);
     }
     fz_snaps_free(&sn);
@@ -235,12 +254,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_bad_if(&ex, r == 2, ATTN_ERR_WORKSPACE_TOO_SMALL);
         fz_snaps sn = {0};
         fz_snap(&sn, "pool struct", &w->pool, sizeof w->pool);
-        attn_status st = attn_block_pool_init(r == 4 ? NULL : &w->pool, nb_call, bs_call, r == 3 ? NULL : w->mem, bytes);
+        attn_status st =
+                attn_block_pool_init(r == 4 ? NULL : &w->pool, nb_call, bs_call, r ==
+                                     3 ? NULL : w->mem, bytes);
         fz_check_status(&ex, st, "attn_block_pool_init");
         fz_unchanged_on_error(&sn, st, "attn_block_pool_init");
         fz_snaps_free(&sn);
         if (st != ATTN_OK) { free(w->mem); free(w); return 0; }
-        FZ_REQUIRE(attn_block_pool_free_count(&w->pool) == nb && attn_block_pool_used_count(&w->pool) == 0,
+        FZ_REQUIRE(attn_block_pool_free_count(&w->pool) == nb &&
+                   attn_block_pool_used_count(&w->pool) == 0,
                    "a fresh pool: %d free, %d used", attn_block_pool_free_count(&w->pool),
                    attn_block_pool_used_count(&w->pool));
     }
@@ -251,7 +273,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r >= 30) {
             fz_snaps sn = {0};
             fz_snap(&sn, "sequence", &w->seq[s], sizeof w->seq[s]);
-            attn_status st = attn_seq_init(&w->seq[s], r == 30 ? NULL : w->table[s], r == 30 ? FZ_MAX(room, 1) : -1);
+            attn_status st =
+                    attn_seq_init(&w->seq[s], r == 30 ? NULL : w->table[s], r ==
+                                  30 ? FZ_MAX(room, 1) : -1);
             fz_bad(&ex, ATTN_ERR_INVALID_ARG);
             fz_check_status(&ex, st, "attn_seq_init");
             fz_unchanged_on_error(&sn, st, "attn_seq_init");
@@ -263,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *names[4] = {"append", "fork", "truncate", "release"};
     for (int k = 0; k < MAX_OPS && in.at < in.n; k++) {
         int op = fz_int(&in, 0, 9), s = fz_int(&in, 0, MAX_SEQS - 1);
-        int broken = fz_chance(&in, 12) ? fz_int(&in, 1, 2) : 0;   /* 1: the pool, 2: the sequence */
+        int broken = fz_chance(&in, 12) ? fz_int(&in, 1, 2) : 0;  /* 1: the pool, 2: the sequence */
         op = op < 5 ? 0 : op < 7 ? 1 : op < 9 ? 2 : 3;
         switch (op) {
             case 0: op_append(&in, w, s, broken); break;
@@ -275,7 +299,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int s = 0; s < MAX_SEQS; s++) attn_seq_release(&w->pool, &w->seq[s]);
     check_invariants(w, "releasing every sequence");
-    FZ_REQUIRE(w->pool.num_free == nb, "blocks leaked: %d of %d free after releasing everything", w->pool.num_free, nb);
+    FZ_REQUIRE(w->pool.num_free ==
+               nb, "blocks leaked: %d of %d free after releasing everything", w->pool.num_free, nb);
     free(w->mem);
     free(w);
     return 0;
