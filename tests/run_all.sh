@@ -9,6 +9,17 @@ add() {  # add the counts of a "N passed, N failed" line
     f=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\2/p')
     if [ -z "$p" ]; then failed=$((failed + 1)); else passed=$((passed + p)); failed=$((failed + f)); fi
 }
+# Two parts run beside the configurations' suites, as each keeps one core busy at most: the NEON
+# suite under qemu-user (one emulated core) and the compile checks (one compiler at a time). Their
+# output is printed in its place below. Waiting OpenMP threads sleep: the cores are shared.
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}; export OMP_WAIT_POLICY
+neon_pid=
+if [ -n "${QEMU_AARCH64:-}" ]; then
+    "$QEMU_AARCH64" "$B/test_neon" > "$B/neon.log" 2>&1 &
+    neon_pid=$!
+fi
+sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1 &
+checks_pid=$!
 for c in "$@"; do
     echo "=== configuration: $c ($B/test_$c)"
     for threads in 2; do
@@ -21,15 +32,15 @@ done
 # The NEON pass under qemu-user: the Makefile sets QEMU_AARCH64 only when it could cross-build
 # $B/test_neon (aarch64-linux-gnu-gcc and qemu-aarch64 on PATH).
 echo "=== configuration: neon (aarch64 under qemu-user, $B/test_neon)"
-if [ -n "${QEMU_AARCH64:-}" ]; then
-    out=$("$QEMU_AARCH64" "$B/test_neon" 2>&1)
-    echo "$out" | grep -v '^PASS '
-    add "$(echo "$out" | tail -n 1)"
+if [ -n "$neon_pid" ]; then
+    wait "$neon_pid"
+    grep -v '^PASS ' "$B/neon.log"
+    add "$(tail -n 1 "$B/neon.log")"
 else
     echo "skipped: no aarch64 cross toolchain (aarch64-linux-gnu-gcc and qemu-aarch64)"
 fi
 echo "=== compile checks"
-sh tests/compile_checks.sh "$CC" "$CXX" "$B" > "$B/compile_checks.log" 2>&1
+wait "$checks_pid"
 cat "$B/compile_checks.log"; last=$(tail -n 1 "$B/compile_checks.log")
 add "$last"
 echo "=== packaging"
