@@ -42,6 +42,18 @@
 #endif
 
 /* The softmax scale: params->scale, or 1/sqrt(D) when it is 0. */
+/* Element i of raw rows or a cache in dtype dt, as f32 (exact): what the reference reads. */
+REF_FUNC float ref_element(const void *raw, attn_dtype dt, size_t i) {
+    switch (dt) {
+        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)raw)[i]);
+        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)raw)[i]);
+        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)raw)[i]);
+        case ATTN_FP8_E5M2: return attn_fp8_e5m2_to_f32(((const uint8_t *)raw)[i]);
+        case ATTN_F32: case ATTN_DTYPE_COUNT: break;
+    }
+    return ((const float *)raw)[i];
+}
+
 REF_FUNC double ref_scale(const attn_params *p) {
     if (p->scale != 0.0f) return (double)p->scale;
     return 1.0 / sqrt((double)p->head_size);

@@ -19,6 +19,9 @@
 #define ATTN_IMPLEMENTATION
 #include "../attn.h"
 #include "ref.h"
+#define ATTN_TEST_IMPLEMENTATION  /* its random numbers (splitmix64); no test runner is used */
+#define ATTN_TEST_NO_SHORT_NAMES
+#include "attn_test.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +34,7 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
-static uint64_t rnd(uint64_t *s) {  /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(uint64_t *s) { return attn_test_rand_u64(s); }  /* splitmix64 */
 static float uni(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0));
 }

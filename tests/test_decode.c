@@ -95,8 +95,8 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
         }
     }
     for (size_t i = 0; i < slots; i++) {
-        d->kf[i] = tu_get(d->cache.key, c->kv_dt, i) * c->k_scale;
-        d->vf[i] = tu_get(d->cache.value, c->kv_dt, i) * c->v_scale;
+        d->kf[i] = ref_element(d->cache.key, c->kv_dt, i) * c->k_scale;
+        d->vf[i] = ref_element(d->cache.value, c->kv_dt, i) * c->v_scale;
     }
     free(perm);
     size_t nq = (size_t)c->num_seqs * c->H * c->D + 1;
@@ -165,7 +165,7 @@ static int td_check(const td_case *c, uint64_t seed) {
             td_run(c, &d, &e2, ATTN_PAGED_AUTO, o3, l3) != ATTN_OK) { fails++; continue; }
         size_t worst = 0; double worst_err = -1;
         for (size_t i = 0; i < n_out; i++) {
-            double got = tu_get(o1, out_dt, i), err = fabs(got - d.ref_out[i]);
+            double got = ref_element(o1, out_dt, i), err = fabs(got - d.ref_out[i]);
             if (!(err <= atol + 1e-3 * fabs(d.ref_out[i]))) { bad++;
                     if (!(err <= worst_err)) { worst_err = err; worst = i; } }
         }
@@ -184,7 +184,7 @@ static int td_check(const td_case *c, uint64_t seed) {
                    "auto %s\n", c->H, c->Hk, c->D, c->bs, c->num_seqs, attn_dtype_name(c->kv_dt),
                    attn_dtype_name(c->act_dt), c->alibi, c->window, c->cap, c->sinks,
                    attn_isa_name(isas[k]), bad, worst,
-                   worst_err >= 0 ? tu_get(o1, out_dt, worst) : 0.0,
+                   worst_err >= 0 ? ref_element(o1, out_dt, worst) : 0.0,
                    worst_err >= 0 ? d.ref_out[worst] : 0.0, bad_lse, same ? "equal" : "DIFFER");
         }
     }

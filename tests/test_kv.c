@@ -85,9 +85,9 @@ static void tk_ref_write(attn_kv_cache *want, attn_rows k, attn_rows v, const in
             for (int e = 0; e < d; e++) {
                 size_t at = (size_t)(((b * hk + h) * bs + o) * d + e);
                 tk_encode(want->key, want->dtype, at,
-                          tu_get(k.data, k.dtype, (size_t)(t * ks + h * d + e)), want->k_scale);
+                          ref_element(k.data, k.dtype, (size_t)(t * ks + h * d + e)), want->k_scale);
                 tk_encode(want->value, want->dtype, at,
-                          tu_get(v.data, v.dtype, (size_t)(t * vs + h * d + e)), want->v_scale);
+                          ref_element(v.data, v.dtype, (size_t)(t * vs + h * d + e)), want->v_scale);
             }
     }
 }
@@ -1330,8 +1330,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
                     for (int h = 0; h < hk[l]; h++)
                         for (int d = 0; d < dd[l]; d++) {
                             size_t at = (size_t)(((blk * hk[l] + h) * TKC_BS + off) * dd[l] + d);
-                            float gk = tu_get(c[l].key, dts[l], at),
-                                  gv = tu_get(c[l].value, dts[l], at);
+                            float gk = ref_element(c[l].key, dts[l], at),
+                                  gv = ref_element(c[l].value, dts[l], at);
                             REQUIRE_MSG(gk == tkc_val(l, tokens[r][pos], h, d, 0) &&
                                             gv == tkc_val(l, tokens[r][pos], h, d, 1),
                                         "step %d seq %d pos %d layer %d: got %g/%g want %g/%g",

@@ -8,7 +8,7 @@
 static double to_max_diff(const void *a, const void *b, attn_dtype dt, size_t n) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)tu_get(a, dt, i) - (double)tu_get(b, dt, i));
+        double d = fabs((double)ref_element(a, dt, i) - (double)ref_element(b, dt, i));
         if (!(d <= worst)) worst = d;
     }
     return worst;

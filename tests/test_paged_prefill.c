@@ -50,7 +50,7 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
             free(ws);
         }
         for (size_t i = 0; i < n_out; i++) {
-            double err = fabs(tu_get(o1, c.act_dt, i) - ref[i]);
+            double err = fabs(ref_element(o1, c.act_dt, i) - ref[i]);
             bad += !(err <= tu_atol(c.act_dt) + 1e-3 * fabs(ref[i]));
         }
         for (size_t i = 0; i < (size_t)qsl[c.num_seqs] * c.H; i++) {

@@ -94,7 +94,7 @@ static int ts_check(const ts_case *c, uint64_t seed) {
         e1.gemm = e2.gemm = gemms[k / n_isa];
         e1.f32_probs = e2.f32_probs = c->f32_probs;
         if (ts_run(c, &d, &e1, out1, lse1) != ATTN_OK) { fails++; continue; }
-        for (size_t i = 0; i < n_out; i++) got[i] = tu_get(out1, c->dt, i);
+        for (size_t i = 0; i < n_out; i++) got[i] = ref_element(out1, c->dt, i);
         double atol = tu_atol(c->dt);
         size_t worst = 0; double worst_err = 0; int bad = 0;
         for (size_t i = 0; i < n_out; i++) {

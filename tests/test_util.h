@@ -75,16 +75,6 @@ static void tu_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n,
     }
 }
 
-/* Element i of raw rows in dtype dt, as f32. */
-static float tu_get(const void *raw, attn_dtype dt, size_t i) {
-    switch (dt) {
-        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)raw)[i]);
-        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)raw)[i]);
-        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)raw)[i]);
-        case ATTN_FP8_E5M2: return attn_fp8_e5m2_to_f32(((const uint8_t *)raw)[i]);
-        default: return ((const float *)raw)[i];
-    }
-}
 
 /* Tolerances for comparing an output in dtype dt with the double reference. */
 static double tu_atol(attn_dtype out_dt) {

@@ -23,6 +23,9 @@
 #define ATTN_FUZZ_H
 #include "../../attn.h"
 #include "../ref.h"
+#define ATTN_TEST_IMPLEMENTATION  /* its random numbers (splitmix64); no test runner is used */
+#define ATTN_TEST_NO_SHORT_NAMES
+#include "../attn_test.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,12 +70,7 @@ FZ_FUNC int fz_int(fz_in *in, int lo, int hi) {
 FZ_FUNC int fz_chance(fz_in *in, int per256) { return in->at < in->n && (int)fz_u8(in) < per256; }
 
 /* ---- values -------------------------------------------------------------------------------- */
-FZ_FUNC uint64_t fz_rand(uint64_t *s) {  /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+FZ_FUNC uint64_t fz_rand(uint64_t *s) { return attn_test_rand_u64(s); }  /* splitmix64 */
 FZ_FUNC float fz_uniform(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(fz_rand(s) >> 11) * (1.0 / 9007199254740992.0));
 }
@@ -82,16 +80,6 @@ FZ_FUNC float fz_hostile_float(fz_in *in) {
     return v[fz_int(in, 0, 3)];
 }
 
-/* Element i of an array in dtype dt, as f32 (exact). */
-FZ_FUNC float fz_get(const void *raw, attn_dtype dt, size_t i) {
-    switch (dt) {
-        case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)raw)[i]);
-        case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)raw)[i]);
-        case ATTN_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)raw)[i]);
-        case ATTN_FP8_E5M2: return attn_fp8_e5m2_to_f32(((const uint8_t *)raw)[i]);
-        default: return ((const float *)raw)[i];
-    }
-}
 /* Stores x in dtype dt, rounded to nearest even (fp8 saturating). */
 FZ_FUNC void fz_put(void *raw, attn_dtype dt, size_t i, float x) {
     switch (dt) {
@@ -116,7 +104,7 @@ FZ_FUNC void fz_fill(uint64_t *rng, attn_dtype dt, void *raw, float *f, size_t n
                      float hi) {
     for (size_t i = 0; i < n; i++) {
         fz_put(raw, dt, i, fz_uniform(rng, lo, hi));
-        if (f) f[i] = fz_get(raw, dt, i);
+        if (f) f[i] = ref_element(raw, dt, i);
     }
 }
 
@@ -310,7 +298,7 @@ FZ_FUNC void fz_rows_make(fz_in *in, uint64_t *rng, fz_rows *R, int64_t tokens, 
     fz_fill(rng, R->r.dtype, R->r.data, NULL, R->bytes / esz, -1.5f, 1.5f);
     for (int64_t t = 0; t < tokens; t++)
         for (int64_t e = 0; e < width; e++)
-            R->f[t * width + e] = fz_get(R->r.data, R->r.dtype, (size_t)(t * R->stride + e));
+            R->f[t * width + e] = ref_element(R->r.data, R->r.dtype, (size_t)(t * R->stride + e));
 }
 FZ_FUNC void fz_rows_free(fz_rows *R) { free(R->r.data); free(R->f); }
 
@@ -325,7 +313,7 @@ FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *w
         size_t at = (size_t)(t * R->stride);
         memcpy(expect + at * esz, (const uint8_t *)R->r.data + at * esz, (size_t)R->width * esz);
         for (int64_t e = 0; e < R->width; e++) {
-            double got = fz_get(R->r.data, R->r.dtype, at + (size_t)e), w = want[t * R->width + e];
+            double got = ref_element(R->r.data, R->r.dtype, at + (size_t)e), w = want[t * R->width + e];
             FZ_REQUIRE(fz_close(got, w, R->r.dtype),
                        "%s: output token %lld element %lld is %.9g, the "
                        "reference %.9g (%s)", call, (long long)t, (long long)e, got, w,
@@ -376,8 +364,8 @@ FZ_FUNC size_t fz_cache_at(const fz_cache *fc, int64_t block, int h, int64_t off
 /* The dequantized copies, from the arrays as they are now. */
 FZ_FUNC void fz_cache_dequant(fz_cache *fc) {
     for (size_t i = 0; i < fc->elems; i++) {
-        fc->kf[i] = fz_get(fc->k, fc->made.dtype, i) * fc->made.k_scale;
-        if (fc->v != fc->k) fc->vf[i] = fz_get(fc->v, fc->made.dtype, i) * fc->made.v_scale;
+        fc->kf[i] = ref_element(fc->k, fc->made.dtype, i) * fc->made.k_scale;
+        if (fc->v != fc->k) fc->vf[i] = ref_element(fc->v, fc->made.dtype, i) * fc->made.v_scale;
     }
 }
 FZ_FUNC size_t fz_cache_bytes(const fz_cache *fc) { return fc->elems * fz_esize(fc->made.dtype); }
@@ -403,10 +391,10 @@ FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, con
                 size_t esz = fz_esize(m->dtype);
                 if (k->r.dtype ==
                     m->dtype) memcpy((char *)kbytes + at * esz, (char *)k->r.data + ki * esz, esz);
-                else fz_put(kbytes, m->dtype, at, fz_get(k->r.data, k->r.dtype, ki) / m->k_scale);
+                else fz_put(kbytes, m->dtype, at, ref_element(k->r.data, k->r.dtype, ki) / m->k_scale);
                 if (v->r.dtype ==
                     m->dtype) memcpy((char *)vbytes + at * esz, (char *)v->r.data + vi * esz, esz);
-                else fz_put(vbytes, m->dtype, at, fz_get(v->r.data, v->r.dtype, vi) / m->v_scale);
+                else fz_put(vbytes, m->dtype, at, ref_element(v->r.data, v->r.dtype, vi) / m->v_scale);
             }
     }
 }

@@ -8,7 +8,7 @@
    nothing in the destination. */
 #include "fuzz.h"
 
-static int is_nan_code(const void *p, attn_dtype dt, size_t i) { return isnan(fz_get(p, dt, i)); }
+static int is_nan_code(const void *p, attn_dtype dt, size_t i) { return isnan(ref_element(p, dt, i)); }
 
 static void op_convert(fz_in *in, uint64_t *rng) {
     fz_expect ex = {0};
@@ -47,7 +47,7 @@ static void op_convert(fz_in *in, uint64_t *rng) {
     if (st == ATTN_OK) {
         uint8_t *want = (uint8_t *)fz_alloc(n * dsz);
         for (size_t i = 0; i < n; i++) {
-            float x = fz_get(orig, src_dt, i);
+            float x = ref_element(orig, src_dt, i);
             if (fz_is_fp8(src_dt)) x *= s;
             if (fz_is_fp8(dst_dt)) x /= s;
             fz_put(want, dst_dt, i, x);
@@ -56,8 +56,8 @@ static void op_convert(fz_in *in, uint64_t *rng) {
                        "attn_convert %s -> %s scale %g, element %zu of %zu: got %.9g, the model "
                        "%.9g",
                        attn_dtype_name(src_dt), attn_dtype_name(dst_dt), scale, i, n,
-                       fz_get(dst, dst_dt, i),
-                       fz_get(want, dst_dt, i));
+                       ref_element(dst, dst_dt, i),
+                       ref_element(want, dst_dt, i));
         }
         free(want);
     }
