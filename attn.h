@@ -1811,8 +1811,8 @@ ATTN__PRIVATE int attn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t co
    */
 ATTN__PRIVATE int attn__dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
     const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&impl) !=
-        dnnl_success) return 1;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
+                                  (void *)&impl) != dnnl_success) return 1;
     return impl == NULL || strncmp(impl, "ref", 3) == 0;
 }
 
@@ -1829,7 +1829,7 @@ ATTN__PRIVATE int attn__dnnl_matmul(attn__dnnl_call *C, const dnnl_memory_desc_t
     int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
-                 dnnl_success;
+                     dnnl_success;
     if (ok && scale != 1.0f)
         ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success;
     if (ok && accumulate)
@@ -3240,8 +3240,8 @@ ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_ver
     int64_t units = version == ATTN_PAGED_V1 ? P->num_seqs : P->part_start[P->num_seqs];
     int span = ATTN__MIN(P->Hk, ATTN__DECODE_SPAN);  /* in int64_t: Hk may be INT_MAX */
     while (span > 1 &&
-           units * (((int64_t)P->Hk + span - 1) / span) <
-               4 * (int64_t)threads) span = (span + 1) / 2;
+           units * (((int64_t)P->Hk + span - 1) / span) < 4 * (int64_t)threads) span =
+                   (span + 1) / 2;
     P->span = span;
     P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
 }
@@ -4887,8 +4887,8 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P,
     int D = P->D, Dp = P->Dp, c2, d;
     for (c2 = 0; 2 * c2 < n; c2++) {
         uint32_t *row = vt2 + (size_t)c2 * Dp;
-        ATTN__VPAIR_BF16(row, sc->vrows16[2 * c2], 2 * c2 + 1 <
-                         n ? sc->vrows16[2 * c2 + 1] : zero, D);
+        ATTN__VPAIR_BF16(row, sc->vrows16[2 * c2], 2 * c2 + 1 < n ? sc->vrows16[2 * c2 + 1] : zero,
+                         D);
         for (d = D; d < Dp; d++) row[d] = 0;
     }
 }
@@ -5025,8 +5025,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__transpose_block)(const float *ATT
     int i;
     for (i = 0; i < ATTN__L; i++) v[i] = i < m ? ATTN__VLOAD(src + i * ss) : ATTN__VZERO();
     ATTN__VTRANSPOSE(v);
-    for (i = 0; i <
-         n; i++) ATTN__VSTORE(dst + i * ds, mul ? ATTN__VMUL(v[i], ATTN__VSET1(mul[i])) : v[i]);
+    for (i = 0; i < n; i++) ATTN__VSTORE(dst + i * ds, mul ? ATTN__VMUL(v[i], ATTN__VSET1(mul[i]))
+                                         : v[i]);
 }
 
 /* Loads an item's query rows transposed, L rows at a time - as f32 pre-scaled, or as unscaled
@@ -5179,8 +5179,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
     int G = P->G, TT = P->tile_tokens, rb, pairs = 0;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
-    int64_t Lk = P->source ==
-                 ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq]
+                 : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
@@ -5282,8 +5282,8 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
     int TT = P->tile_tokens, rs = P->rows_cap, rb;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
-    int64_t Lk = P->source ==
-                 ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq] : P->seq_lens[seq];
+    int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq]
+                 : P->seq_lens[seq];
     int64_t tiles = (Lq + TT - 1) / TT, local = item - P->item_start[seq];
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
@@ -5648,8 +5648,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
     if (reg)
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
-                qr[h * nvmax + i] = i <
-                    nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L) : ATTN__VZERO();
+                qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L)
+                    : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
 #define ATTN__DOTS_STEP(NK)                                                                        \
@@ -5732,8 +5732,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
     int h, c, t;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
-            acc[h * nvmax + c] = c <
-                nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L) : ATTN__VZERO();
+            acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L)
+                : ATTN__VZERO();
     for (t = 0; t + 1 < n; t += 2) {
         ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * ATTN__L, hp);
         ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hp, nvmax);
@@ -5758,8 +5758,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
                                                                 attn__decode_ahead *ahead) {
     /* nv >= nvmax, not nv == nvmax: from an equality clang 14 puts nv for nvmax in this call, makes
        it the same as the other and merges the two, so the accumulators' index is not a constant */
-    if (nv >=
-        nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax, Dv, o,
+    if (nv >= nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax,
+                                                       Dv, o,
                                                  ahead);
     else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
 }
@@ -5857,8 +5857,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
     if (nv <= q4)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
             ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
-                qr[h * q4 + i] = i <
-                    nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
+                qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
                         : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
@@ -5866,8 +5865,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
             for (; t + 2 <= m; t += 2)
                 ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
                                                  ahead);
-            for (; t <
-                 m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 1,
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride,
+                                                                t0 + t, 1,
                                                           part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
@@ -5894,8 +5893,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     int h, i, t;
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
-            acc[h * 2 * nvmax + i] = i <
-                2 * nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
+            acc[h * 2 * nvmax + i] = i < 2 * nv
+                ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
     for (t = 0; t < n; t += 2) {
         ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
         int two = t + 1 < n;
@@ -6121,8 +6120,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
             size_t heads = (size_t)(g - g0) * G4;
             attn__decode_ahead ahead =
                     ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
-            if (g + 1 <
-                g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near,
+            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near,
                                                       &ahead.near_end);
             else if (g1 - g0 > 1 && has_next)
                 ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, &ahead.near,

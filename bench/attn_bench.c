@@ -776,8 +776,8 @@ static int paged_make(paged *P, int Hk, int D, int bs, int seqs, int len, attn_d
     P->tables = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb);
     P->lens = (int32_t *)malloc(sizeof(int32_t) * (size_t)seqs);
     if (!P->mem || !P->tables || !P->lens) return 0;
-    if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem, bytes) !=
-        ATTN_OK) return 0;
+    if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem,
+                           bytes) != ATTN_OK) return 0;
     size_t elems = (size_t)nb * bs * Hk * D;
     fill_random(P->cache.key, kv, elems, 4, scale);
     fill_random(P->cache.value, kv, elems, 5, scale);
@@ -877,8 +877,8 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 r.kv_len = ctx; r.reps = reps;
                 if (!ok || !q || !o) { error_row(&r, "out of memory"); continue; }
                 attn_paged_version eff = attn_paged_decode_version(&x.p, P.lens, seqs, x.ver);
-                snprintf(r.version, sizeof r.version, "%s%s", x.ver ==
-                         ATTN_PAGED_AUTO ? "auto:" : "",
+                snprintf(r.version, sizeof r.version, "%s%s", x.ver == ATTN_PAGED_AUTO ? "auto:"
+                         : "",
                          eff == ATTN_PAGED_V1 ? "v1" : "v2");
                 snprintf(what, sizeof what, "decode %s/%s %s t%d", attn_dtype_name(dt),
                          attn_dtype_name(kv),
@@ -1198,8 +1198,8 @@ static int parse_args(int argc, char **argv) {
         g.gemm = (attn_gemm)(ok ? e : 0);
         else if (!strcmp(a, "-o")) ok = (g.fmt = parse_name(v, fmts, 3)) >= 0;
         else if (!strcmp(a, "--bw-mib")) ok = (g.bw_mib = atof(v)) > 0;
-        else if (!strcmp(a, "--limits")) ok = sscanf(v, "%lf,%lf", &g.given_gflops, &g.given_gbs) ==
-            2 &&
+        else if (!strcmp(a, "--limits")) ok =
+                sscanf(v, "%lf,%lf", &g.given_gflops, &g.given_gbs) == 2 &&
                                              g.given_gflops > 0 && g.given_gbs > 0;
         else ok = 0;
         if (!ok) {
@@ -1234,10 +1234,10 @@ static void run_all(void) {
     g.cap_slow = 1;
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < 3; s++)
-            bench_prefill(32, 8, Ds[d], 1, Ss[s], Ss[s], 1, &f32_bf16, Ss[s] >=
-                          8192 ? short_reps : g.reps);
-    for (int k = 0; k <
-         4; k++) bench_decode(32, 8, 128, 16, 64, 4096, kvs[k], &f32, &autov, g.reps);
+            bench_prefill(32, 8, Ds[d], 1, Ss[s], Ss[s], 1, &f32_bf16, Ss[s] >= 8192 ? short_reps
+                          : g.reps);
+    for (int k = 0; k < 4; k++) bench_decode(32, 8, 128, 16, 64, 4096, kvs[k], &f32, &autov,
+                                             g.reps);
     bench_decode(32, 8, 128, 16, 1, 32768, ATTN_F32, &f32, &autov, g.reps);
     bench_decode(32, 8, 128, 16, 256, 512, ATTN_F32, &f32, &autov, g.reps);
     bench_paged_prefill(32, 8, 128, 16, 1, 2048, 2048, 1, ATTN_F32, &f32, g.reps);

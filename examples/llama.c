@@ -910,12 +910,12 @@ static void dump(FILE *f, const model *m, const sample *s, int ns, const options
     for (int i = 0; i < ns; i++) {
         const sample *c = &s[i];
         fprintf(f, "sample %d %d %d %d\n", c->prompt, c->index, c->n_prompt, c->n_gen);
-        for (int j = 0; j < c->n_tok; j++) fprintf(f, "%d%c", c->tok[j], j + 1 <
-                                                   c->n_tok ? ' ' : '\n');
+        for (int j = 0; j < c->n_tok; j++) fprintf(f, "%d%c", c->tok[j], j + 1 < c->n_tok ? ' '
+                                                   : '\n');
         for (int g = 0; g < c->n_gen; g++)
             for (int v = 0; v < m->vocab; v++)
-                fprintf(f, "%.7g%c", c->logit_log[(size_t)g * m->vocab + v], v + 1 <
-                        m->vocab ? ' ' : '\n');
+                fprintf(f, "%.7g%c", c->logit_log[(size_t)g * m->vocab + v], v + 1 < m->vocab ? ' '
+                        : '\n');
     }
 }
 
@@ -1005,8 +1005,8 @@ static int self_check(void) {
         if (!same) printf("FAILED: prompt %d sample %d differs from the prompt served alone\n", p,
                           s[i].index);
         all_ok &= same;
-        for (int j = s[i].n_prompt + 1; j < s[i].n_tok; j++) distinct |= s[i].tok[j] !=
-            s[i].tok[j - 1];
+        for (int j = s[i].n_prompt + 1; j < s[i].n_tok; j++) distinct |=
+                s[i].tok[j] != s[i].tok[j - 1];
         free_samples(r, 1);
     }
     if (!st.preemptions || !st.forks || !st.cow_copies || !distinct) {
@@ -1144,8 +1144,8 @@ static int run(int argc, char **argv) {
                     tok_print(t, c->tok[j - 1], c->tok[j]);
                 }
             } else {
-                for (int j = 0; j < c->n_tok; j++) printf("%s%d", j ==
-                        c->n_prompt ? " | " : j ? " " : "", c->tok[j]);
+                for (int j = 0; j < c->n_tok; j++) printf("%s%d", j == c->n_prompt ? " | " : j
+                                                          ? " " : "", c->tok[j]);
             }
             printf("%s\n", c->dropped ? " [dropped]" : "");
         }

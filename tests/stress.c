@@ -323,10 +323,10 @@ static long sv_cache_matches(const attn_kv_cache *c, const sv_req *req) {
             for (int h = 0; h < SV_HK; h++)
                 for (int d = 0; d < SV_D; d++) {
                     size_t at = cache_at(c, slot, h, d);
-                    bad += cache_get(c, c->key, at, c->k_scale) !=
-                        as_stored(c->dtype, q->k[t * SV_KW + h * SV_D + d], c->k_scale);
-                    bad += cache_get(c, c->value, at, c->v_scale) !=
-                        as_stored(c->dtype, q->v[t * SV_KW + h * SV_D + d], c->v_scale);
+                    bad += cache_get(c, c->key, at, c->k_scale) != as_stored(c->dtype,
+                            q->k[t * SV_KW + h * SV_D + d], c->k_scale);
+                    bad += cache_get(c, c->value, at, c->v_scale) != as_stored(c->dtype,
+                            q->v[t * SV_KW + h * SV_D + d], c->v_scale);
                 }
         }
     }
@@ -348,8 +348,8 @@ static int case_serving(void) {
     attn_kv_cache cache;
     attn_block_pool pool;
     attn_layer layer;
-    if (attn_kv_cache_init(&cache, SV_BLOCKS, SV_BS, SV_HK, SV_D, dt, 1, 1, cmem, cbytes) !=
-        ATTN_OK ||
+    if (attn_kv_cache_init(&cache, SV_BLOCKS, SV_BS, SV_HK, SV_D, dt, 1, 1, cmem,
+                           cbytes) != ATTN_OK ||
         attn_block_pool_init(&pool, SV_BLOCKS, SV_BS, pmem, pbytes) != ATTN_OK ||
         attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK)
         return 1;
@@ -376,8 +376,8 @@ static int case_serving(void) {
                    eighth of the pool must be free (else the request arrives later); growth
                    still exhausts the pool, and preemption recovers */
                 int prompt = rint_in(&rng, 1, 120);
-                if (attn_block_pool_free_count(&pool) <
-                    (prompt + SV_BS - 1) / SV_BS + SV_BLOCKS / 8) continue;
+                if (attn_block_pool_free_count(&pool) < (prompt + SV_BS - 1) / SV_BS + SV_BLOCKS
+                    / 8) continue;
                 x->live = 1;
                 x->total = prompt;
                 x->max_total = x->total + rint_in(&rng, 1, SV_MAXLEN - x->total);

@@ -223,8 +223,8 @@ TEST(simd_fp8_decode_matches_scalar_for_every_code) {
                 K->to_f32(got, codes + off, (attn_dtype)dt, N - off, 1.0f);
                 for (int i = 0; i < N - off; i++) {
                     uint8_t c = codes[off + i];
-                    float want = dt ==
-                                 ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c);
+                    float want = dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c)
+                                 : attn_fp8_e5m2_to_f32(c);
                     if (attn__f32_bits(got[i]) != attn__f32_bits(want)) bad++;
                 }
             }
@@ -414,8 +414,8 @@ TEST(bias_builders_match_reference) {
                         int bad = 0;
                         for (int i = 0; i < n; i++)
                             bad += isinf(want[i]) ? !(isinf(got[i]) && got[i] < 0)
-                                                  : fabs(got[i] - want[i]) >
-                                                      1e-6 * (1 + fabs(want[i]));
+                                                  : fabs(got[i] - want[i]) > 1e-6
+                                                      * (1 + fabs(want[i]));
                         CHECK_MSG(bad == 0, "Lq=%d Lk=%d W=%d causal=%d alibi=%d: %d wrong", Lq, Lk,
                                   windows[w], causal, alibi, bad);
                         if (windows[w] && !alibi) {  /* window-only builder = one head of

@@ -319,8 +319,8 @@ TEST(decode_bf16_pair_kernels_are_taken) {
     REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
     e.f32_probs = 1;
     REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
-    CHECK_MSG(memcmp(a, b, n * 4) !=
-              0, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
+    CHECK_MSG(memcmp(a, b, n * 4) != 0,
+              "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
     free(a); free(b);
     td_free(&d);
 }

@@ -213,13 +213,13 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
         attn_rows rq = {permuted ? q2 : q, act, 0}, ro = {x < 0 ? base : out, act, 0};
         const int32_t *ls = permuted ? plens : d.lens, *qs = permuted ? pqsl : qsl,
                        *tb = permuted ? ptables : d.tables;
-        size_t bytes = op ==
-                       0 ? attn_paged_prefill_workspace_size(&d.p, e, &d.cache, qs, ls, TDT_SEQS)
+        size_t bytes = op == 0
+                       ? attn_paged_prefill_workspace_size(&d.p, e, &d.cache, qs, ls, TDT_SEQS)
                                : attn_paged_decode_workspace_size(&d.p, e, &d.cache, ls, TDT_SEQS,
                                                                   ver);
         void *ws = x < 0 ? calloc(1, bytes) : tdt_dirty_ws(bytes);
-        attn_status st = op ==
-                         0 ? attn_paged_prefill(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks, qs, ls,
+        attn_status st = op == 0
+                         ? attn_paged_prefill(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks, qs, ls,
                                                 TDT_SEQS, 1,
                                                       x < 0 ? lb : lo, ws, bytes)
                                  : attn_paged_decode(&d.p, e, rq, ro, &d.cache, tb, d.max_blocks,
@@ -244,8 +244,8 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
         }
     }
     if (fails)
-        printf("  %s isa=%s kv=%s act=%s: %d differences\n", op == 0 ? "prefill" : op ==
-               1 ? "decode v1" : op == 2
+        printf("  %s isa=%s kv=%s act=%s: %d differences\n", op == 0 ? "prefill" : op == 1
+               ? "decode v1" : op == 2
                ? "decode v2" : "decode auto", attn_isa_name(isa), attn_dtype_name(kv),
                attn_dtype_name(act), fails);
     free(ptables); free(q); free(q2); free(base); free(out); free(lb); free(lo); free(scratch);

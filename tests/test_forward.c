@@ -158,8 +158,8 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
                           0, want, NULL);
             for (int run = 0; run < 2 * n_layers; run += 2)
                 for (int j = 0; j < nq[i] * TF_QW; j++)
-                    bad += !(fabs(outs[run][(size_t)t0 * TF_QW + j] - want[j]) <=
-                             3e-5 + 1e-4 * fabs(want[j]));
+                    bad += !(fabs(outs[run][(size_t)t0 * TF_QW + j] - want[j]) <= 3e-5 + 1e-4
+                             * fabs(want[j]));
             t0 += nq[i];
         }
         for (int run = 0; run < 2 * n_layers && ok; run += 2)
@@ -235,8 +235,8 @@ static void tf_encoder_decoder(attn_backend backend) {
     size_t cbytes = attn_kv_cache_bytes(8, TF_BS, TF_HK, TF_D, ATTN_F32);
     void *cmem = tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, 8, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) ==
-            ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, 8, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem,
+                               cbytes) == ATTN_OK);
     int32_t cross_table[4] = {5, 2, 7, 0};
     int64_t cross_slots[ENC];
     for (int t = 0; t < ENC; t++) cross_slots[t] =
@@ -296,8 +296,8 @@ static void tf_rejects(attn_backend backend) {
     size_t cbytes = attn_kv_cache_bytes(4, TF_BS, TF_HK, TF_D, ATTN_F32);
     char *cmem = (char *)tu_alloc(cbytes), *before = (char *)tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, 4, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem, cbytes) ==
-            ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, 4, TF_BS, TF_HK, TF_D, ATTN_F32, 1, 1, cmem,
+                               cbytes) == ATTN_OK);
     memset(cmem, 0x5a, cbytes);
     memcpy(before, cmem, cbytes);
     float q[3 * TF_QW] = {0}, k[3 * TF_KW] = {0}, out[3 * TF_QW];
@@ -409,8 +409,8 @@ TEST(forward_bf16_value_cache) {
            n_out = sizeof(uint16_t) * TV_NEW * TV_QW;
     void *cmem = tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, TV_NB, TV_BS, 1, TV_D, ATTN_BF16, 1, 1, cmem, cbytes) ==
-            ATTN_OK);
+    REQUIRE(attn_kv_cache_init(&cache, TV_NB, TV_BS, 1, TV_D, ATTN_BF16, 1, 1, cmem,
+                               cbytes) == ATTN_OK);
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);
@@ -452,11 +452,11 @@ TEST(forward_bf16_value_cache) {
     attn__call call;
     attn__call_of(&e, 0, &call);
     if (attn__value_cache_tiles(&call, p.head_size, TV_NEW) > 0)
-        CHECK(attn_forward_workspace_size(&L, &md, &e) >
-              attn_forward_workspace_size(&L, &md, &e32));
+        CHECK(attn_forward_workspace_size(&L, &md, &e) > attn_forward_workspace_size(&L, &md,
+                                                                                     &e32));
     else
-        CHECK(attn_forward_workspace_size(&L, &md, &e) ==
-              attn_forward_workspace_size(&L, &md, &e32));
+        CHECK(attn_forward_workspace_size(&L, &md, &e) == attn_forward_workspace_size(&L, &md,
+                                                                                      &e32));
     free(ws); free(fwd); free(want); free(cmem); free(junk); free(d);
 }
 

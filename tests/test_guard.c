@@ -110,8 +110,9 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
     void *ws = tu_alloc(wsb), *want = tu_alloc(nq * osz), *want_lse = tu_alloc(Tq * H * 4);
     attn_rows rq = {s.orig[iq], act, 0}, rk = {s.orig[ik], act, 0}, rv = {s.orig[iv], act, 0},
               ro = {want, out_dt, 0};
-    int fails = attn_sdpa(&p, &e, rq, rk, rv, ro, cu_q, cu_k, 2, 1, (float *)want_lse, ws, wsb) !=
-                ATTN_OK;
+    int fails =
+            attn_sdpa(&p, &e, rq, rk, rv, ro, cu_q, cu_k, 2, 1, (float *)want_lse, ws, wsb) !=
+                    ATTN_OK;
     for (int pl = 0; pl < 2 && !fails; pl++) {
         tg_place_all(&s, pl);
         attn_rows gq = {s.guarded[iq], act, 0}, gk = {s.guarded[ik], act, 0},
@@ -127,9 +128,8 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
     }
     if (fails)
         printf("  sdpa isa=%s gemm=%s act=%s out=%s H=%d Hk=%d D=%d Lq=%d Lk=%d\n",
-               attn_isa_name(isa),
-               tu_gemm_name(gemm), attn_dtype_name(act), attn_dtype_name(out_dt), H, Hk, D, Lq0,
-               Lk0);
+               attn_isa_name(isa), tu_gemm_name(gemm), attn_dtype_name(act),
+               attn_dtype_name(out_dt), H, Hk, D, Lq0, Lk0);
     for (int i = 0; i < s.n; i++) free(s.orig[i]);
     free(ws); free(want); free(want_lse);
     return fails;
@@ -147,8 +147,8 @@ TEST(guard_pages_sdpa) {
                 for (int d = 0; d < 4; d++) {
                     attn_dtype act = (attn_dtype)a, out = d == 1 ? ATTN_F32 : act;
                     fails +=
-                            tg_sdpa(isas[k], gemms[g], act, out, d == 3 ? 8 : 4, d ==
-                                    3 ? 1 : 2, Ds[d],
+                            tg_sdpa(isas[k], gemms[g], act, out, d == 3 ? 8 : 4, d == 3 ? 1 : 2,
+                                    Ds[d],
                                      11 + d, 70 + d,
                                      4000 + (uint64_t)(k * 64 + g * 16 + a * 4 + d));
                 }
@@ -244,11 +244,9 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
         tg_unmap(&s);
     }
     if (fails)
-        printf("  %s isa=%s gemm=%s kv=%s act=%s H=%d Hk=%d D=%d bs=%d\n", op ==
-               0 ? "prefill" : op == 1 ? "decode v1"
-               : "decode v2", attn_isa_name(isa), tu_gemm_name(gemm), attn_dtype_name(kv),
-               attn_dtype_name(act), H, Hk,
-               D, bs);
+        printf("  %s isa=%s gemm=%s kv=%s act=%s H=%d Hk=%d D=%d bs=%d\n",
+               op == 0 ? "prefill" : op == 1 ? "decode v1" : "decode v2", attn_isa_name(isa),
+               tu_gemm_name(gemm), attn_dtype_name(kv), attn_dtype_name(act), H, Hk, D, bs);
     for (int i = 0; i < s.n; i++) free(s.orig[i]);
     free(ws); free(want); free(want_lse);
     return fails;
@@ -358,8 +356,9 @@ TEST(guard_pages_convert_merge_bias) {
                 for (size_t i = 0; i < n * ssz; i++) ((uint8_t *)s.orig[is])[i] =
                         (uint8_t)attn_test_rand_u64(&rng);
                 void *want = tu_alloc(n * dsz);
-                fails += attn_convert(want, (attn_dtype)dd, s.orig[is], (attn_dtype)sd, n, sc) !=
-                    ATTN_OK;
+                fails +=
+                        attn_convert(want, (attn_dtype)dd, s.orig[is], (attn_dtype)sd, n, sc) !=
+                                ATTN_OK;
                 for (int pl = 0; pl < 2; pl++) {
                     tg_place_all(&s, pl);
                     fails +=
@@ -496,8 +495,9 @@ TEST(guard_pages_forward) {
                 gm.block_tables = TG(&s, it, int32_t *);
                 attn_rows gq = {s.guarded[iq], ATTN_F32, 0}, gk = {s.guarded[ik], ATTN_F32, 0};
                 attn_rows gv = {s.guarded[iv], ATTN_F32, 0}, go = {s.guarded[io], ATTN_F32, 0};
-                fails += attn_forward(&L, &e, gq, gk, gv, &g, &gm, go, s.guarded[iw], wsb) !=
-                    ATTN_OK;
+                fails +=
+                        attn_forward(&L, &e, gq, gk, gv, &g, &gm, go, s.guarded[iw], wsb) !=
+                                ATTN_OK;
                 fails +=
                         !tg_same(&s, io, want, "forward out") + !tg_same(&s, ikc, wk,
                                                                          "forward keys") +

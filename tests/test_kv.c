@@ -85,9 +85,11 @@ static void tk_ref_write(attn_kv_cache *want, attn_rows k, attn_rows v, const in
             for (int e = 0; e < d; e++) {
                 size_t at = (size_t)(((b * hk + h) * bs + o) * d + e);
                 tk_encode(want->key, want->dtype, at,
-                          ref_element(k.data, k.dtype, (size_t)(t * ks + h * d + e)), want->k_scale);
+                          ref_element(k.data, k.dtype, (size_t)(t * ks + h * d + e)),
+                          want->k_scale);
                 tk_encode(want->value, want->dtype, at,
-                          ref_element(v.data, v.dtype, (size_t)(t * vs + h * d + e)), want->v_scale);
+                          ref_element(v.data, v.dtype, (size_t)(t * vs + h * d + e)),
+                          want->v_scale);
             }
     }
 }
@@ -235,8 +237,8 @@ TEST(kv_sizing_helpers_exact_and_round_trip) {
             size_t per = attn_kv_cache_bytes(nb, bs, hk, d, dt);
             CHECK(per != 0 && per * (size_t)layers <= budget);
         }
-        if (nb < 0x7fffffff) CHECK(attn_kv_cache_bytes(nb + 1, bs, hk, d, dt) * (size_t)layers >
-                                   budget);
+        if (nb < 0x7fffffff) CHECK(attn_kv_cache_bytes(nb + 1, bs, hk, d, dt)
+                                   * (size_t)layers > budget);
         CHECK_EQ_INT(attn_kv_max_tokens(budget, layers, bs, hk, d, dt), (int64_t)nb * bs);
         /* the per-block payload times the blocks never exceeds the budget */
         CHECK(attn_kv_block_bytes(layers, bs, hk, d, dt) * (size_t)nb <= budget);
@@ -273,8 +275,8 @@ TEST(write_kv_matches_reference_all_dtype_pairs) {
                 int j = attn_test_rand_int(&rng, 0, i), x = perm[i];
                 perm[i] = perm[j]; perm[j] = x;
             }
-            for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, 0, 4) ==
-                0 ? -1 : perm[t];
+            for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, 0, 4) == 0 ? -1
+                : perm[t];
             tk_fill_wide(&rng, kdt, kraw, (size_t)T * S);
             tk_fill_wide(&rng, vdt, vraw, (size_t)T * S);
             attn_rows k = {kraw, kdt, S}, v = {vraw, vdt, S};
@@ -665,10 +667,10 @@ TEST(swap_blocks_copies_exactly_and_validates) {
     CHECK_STATUS(attn_swap_blocks(&src, &dst, &pairs[0][0], 3), ATTN_OK);
     for (int b = 0; b < 9; b++) {
         int from = b == 3 ? 0 : b == 0 ? 5 : b == 8 ? 0 : -1;
-        const unsigned char *wk = from >=
-                0 ? (unsigned char *)src.key + from * bb : (unsigned char *)snap.key + b * bb;
-        const unsigned char *wv = from >=
-                0 ? (unsigned char *)src.value + from * bb : (unsigned char *)snap.value + b * bb;
+        const unsigned char *wk = from >= 0 ? (unsigned char *)src.key + from * bb
+                                  : (unsigned char *)snap.key + b * bb;
+        const unsigned char *wv = from >= 0 ? (unsigned char *)src.value + from * bb
+                                  : (unsigned char *)snap.value + b * bb;
         CHECK_BITEQ((unsigned char *)dst.key + b * bb, wk, bb);
         CHECK_BITEQ((unsigned char *)dst.value + b * bb, wv, bb);
     }
@@ -881,8 +883,8 @@ static void tk_take(tk_snap *s, const attn_block_pool *p, const void *mem, size_
     s->pool = *p;
     memcpy(s->mem, mem, bytes);
     s->seq = *seq;
-    if (seq->max_blocks >
-        0) memcpy(s->table, seq->block_table, sizeof(int32_t) * (size_t)seq->max_blocks);
+    if (seq->max_blocks > 0) memcpy(s->table, seq->block_table,
+                                    sizeof(int32_t) * (size_t)seq->max_blocks);
 }
 
 static int tk_unchanged(const tk_snap *s, const attn_block_pool *p, const void *mem, size_t bytes,
@@ -1157,8 +1159,8 @@ TEST(block_pool_randomized_against_model) {
             int give_cow = attn_test_rand_int(&rng, 0, 5) != 0;
             attn_status want = cow_needed && !give_cow ? ATTN_ERR_INVALID_ARG
                                : new_blocks > s[q].max_blocks ? ATTN_ERR_OUT_OF_RANGE
-                               : new_blocks - m.n[q] + cow_needed >
-                                   free_now ? ATTN_ERR_OUT_OF_BLOCKS
+                               : new_blocks - m.n[q] + cow_needed > free_now
+                                   ? ATTN_ERR_OUT_OF_BLOCKS
                                : ATTN_OK;
             int n_cow = -5;
             for (int i = 0; i < 128; i++) slots[i] = -77;
@@ -1267,8 +1269,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
     void *cmem[2];
     attn_kv_cache *layers[2] = {&c[0], &c[1]};
     for (int l = 0; l < 2; l++) {
-        REQUIRE(tk_cache_new(&c[l], &cmem[l], TKC_NB, TKC_BS, hk[l], dd[l], dts[l], 1, 1) ==
-                ATTN_OK);
+        REQUIRE(tk_cache_new(&c[l], &cmem[l], TKC_NB, TKC_BS, hk[l], dd[l], dts[l], 1,
+                             1) == ATTN_OK);
         memset(c[l].key, 0xff, tk_array_bytes(&c[l]));  /* NaN everywhere until written */
         memset(c[l].value, 0xff, tk_array_bytes(&c[l]));
     }
@@ -1317,8 +1319,8 @@ TEST(paged_contents_follow_tables_through_fork_and_cow) {
             REQUIRE(attn_seq_fork(&p, &s[parent], &s[q]) == ATTN_OK);
             memcpy(tokens[q], tokens[parent], sizeof(int) * (size_t)s[parent].len);
         } else if (op == 8) {
-            REQUIRE(attn_seq_truncate(&p, &s[q], attn_test_rand_int(&rng, 0, (int)s[q].len)) ==
-                    ATTN_OK);
+            REQUIRE(attn_seq_truncate(&p, &s[q],
+                                      attn_test_rand_int(&rng, 0, (int)s[q].len)) == ATTN_OK);
         } else {
             attn_seq_release(&p, &s[q]);
         }

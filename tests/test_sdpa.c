@@ -246,8 +246,8 @@ TEST(sdpa_bf16_value_cache) {
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = 2; p.num_kv_heads = 1; p.head_size = 512;
     int32_t cu_q[3] = {0, 50, 57}, cu_k[3] = {0, 2117, 2181};
-    CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >=
-          attn_sdpa_workspace_size(&p, NULL, cu_q, cu_k, 2));
+    CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >= attn_sdpa_workspace_size(&p, NULL,
+            cu_q, cu_k, 2));
 
     ts_case c; memset(&c, 0, sizeof c);
     int lq1[1] = {60}, lk1[1] = {300};
@@ -396,8 +396,8 @@ TEST(sdpa_isas_agree_on_a_nan_key) {
             for (size_t i = 0; i < n_out; i++)
                 bad += isnan(want[i]) ? !isnan(got[i])
                     : !(fabs(got[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])));
-            CHECK_MSG(bad ==
-                      0, "cap %g isa %s: %d outputs differ from the scalar pass (first: got %g "
+            CHECK_MSG(bad == 0,
+                      "cap %g isa %s: %d outputs differ from the scalar pass (first: got %g "
                          "want %g)",
                       c.cap, attn_isa_name(isas[k]), bad, got[0], want[0]);
         }

@@ -313,7 +313,8 @@ FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *w
         size_t at = (size_t)(t * R->stride);
         memcpy(expect + at * esz, (const uint8_t *)R->r.data + at * esz, (size_t)R->width * esz);
         for (int64_t e = 0; e < R->width; e++) {
-            double got = ref_element(R->r.data, R->r.dtype, at + (size_t)e), w = want[t * R->width + e];
+            double got = ref_element(R->r.data, R->r.dtype, at + (size_t)e),
+                   w = want[t * R->width + e];
             FZ_REQUIRE(fz_close(got, w, R->r.dtype),
                        "%s: output token %lld element %lld is %.9g, the "
                        "reference %.9g (%s)", call, (long long)t, (long long)e, got, w,
@@ -389,12 +390,14 @@ FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, con
                 size_t ki = (size_t)(t * k->stride + h * D + d),
                        vi = (size_t)(t * v->stride + h * D + d);
                 size_t esz = fz_esize(m->dtype);
-                if (k->r.dtype ==
-                    m->dtype) memcpy((char *)kbytes + at * esz, (char *)k->r.data + ki * esz, esz);
-                else fz_put(kbytes, m->dtype, at, ref_element(k->r.data, k->r.dtype, ki) / m->k_scale);
-                if (v->r.dtype ==
-                    m->dtype) memcpy((char *)vbytes + at * esz, (char *)v->r.data + vi * esz, esz);
-                else fz_put(vbytes, m->dtype, at, ref_element(v->r.data, v->r.dtype, vi) / m->v_scale);
+                if (k->r.dtype == m->dtype) memcpy((char *)kbytes + at * esz,
+                                                   (char *)k->r.data + ki * esz, esz);
+                else fz_put(kbytes, m->dtype, at,
+                            ref_element(k->r.data, k->r.dtype, ki) / m->k_scale);
+                if (v->r.dtype == m->dtype) memcpy((char *)vbytes + at * esz,
+                                                   (char *)v->r.data + vi * esz, esz);
+                else fz_put(vbytes, m->dtype, at,
+                            ref_element(v->r.data, v->r.dtype, vi) / m->v_scale);
             }
     }
 }

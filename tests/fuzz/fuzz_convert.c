@@ -8,7 +8,9 @@
    nothing in the destination. */
 #include "fuzz.h"
 
-static int is_nan_code(const void *p, attn_dtype dt, size_t i) { return isnan(ref_element(p, dt, i)); }
+static int is_nan_code(const void *p, attn_dtype dt, size_t i) {
+    return isnan(ref_element(p, dt, i));
+}
 
 static void op_convert(fz_in *in, uint64_t *rng) {
     fz_expect ex = {0};
@@ -32,8 +34,8 @@ static void op_convert(fz_in *in, uint64_t *rng) {
     /* the source: the input's own bytes, then random ones */
     uint8_t *src = (uint8_t *)fz_alloc(n * ssz),
              *dst = in_place ? src : (uint8_t *)fz_alloc(n * dsz);
-    for (size_t i = 0; i < n * ssz; i++) src[i] = in->at <
-        in->n ? (uint8_t)fz_u8(in) : (uint8_t)fz_rand(rng);
+    for (size_t i = 0; i < n * ssz; i++) src[i] = in->at < in->n ? (uint8_t)fz_u8(in)
+        : (uint8_t)fz_rand(rng);
     if (!in_place)
         for (size_t i = 0; i < n * dsz; i++) dst[i] = (uint8_t)fz_rand(rng);
     uint8_t *orig = (uint8_t *)fz_alloc(n * ssz);
@@ -115,8 +117,8 @@ static void op_bias(fz_in *in, uint64_t *rng) {
     fz_snaps sn = {0};
     fz_snap(&sn, "bias", bias, sizeof(float) * n);
     float *b = null_bias ? NULL : bias;
-    attn_status st = which ==
-                     0 ? attn_make_alibi_bias(p.num_heads, p.alibi_slopes, Lq, Lk, causal, b)
+    attn_status st = which == 0
+                     ? attn_make_alibi_bias(p.num_heads, p.alibi_slopes, Lq, Lk, causal, b)
                    : which == 1 ? attn_make_sliding_window_bias(p.sliding_window, Lq, Lk, causal, b)
                                 : attn_make_bias(&p, Lq, Lk, causal, b);
     fz_check_status(&ex, st, name);
@@ -136,8 +138,8 @@ static void op_bias(fz_in *in, uint64_t *rng) {
     attn_alibi_slopes(H, got);
     ref_alibi_slopes(H, want);
     for (int h = 0; h < H; h++)
-        FZ_REQUIRE(fabs(got[h] - want[h]) <=
-                   1e-6 * want[h], "attn_alibi_slopes(%d)[%d] = %.9g, the reference %.9g",
+        FZ_REQUIRE(fabs(got[h] - want[h]) <= 1e-6 * want[h],
+                   "attn_alibi_slopes(%d)[%d] = %.9g, the reference %.9g",
                    H, h, got[h], want[h]);
 }
 

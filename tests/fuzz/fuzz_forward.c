@@ -35,8 +35,8 @@ static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, 
     int32_t *t = (int32_t *)fz_alloc(sizeof(int32_t) * (size_t)(n * *mb + 1));
     for (int s = 0; s < n; s++)
         for (int b = 0; b < *mb; b++)
-            t[s * *mb + b] = b * bs <
-                lens[s] ? (int32_t)(fz_rand(rng) % (uint64_t)nb) : (int32_t)fz_rand(rng);
+            t[s * *mb + b] = b * bs < lens[s] ? (int32_t)(fz_rand(rng) % (uint64_t)nb)
+                : (int32_t)fz_rand(rng);
     if (fz_chance(in, 6) && n > 0 && *mb > 0)
         t[fz_int(in, 0, n - 1) * *mb + fz_int(in, 0, *mb - 1)] = fz_chance(in, 128) ? -1 : nb;
     (void)ex;
@@ -258,8 +258,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* rows: queries and outputs over the query tokens, keys and values over the written ones */
     int qtokens = type == ATTN_ENCODER ? md->num_encoder_tokens : c.qsl[P] + Dn;
-    int ktokens = type == ATTN_ENCODER ? md->num_encoder_tokens : type ==
-                  ATTN_ENCODER_DECODER ? enc_tokens : self_tokens;
+    int ktokens = type == ATTN_ENCODER ? md->num_encoder_tokens : type == ATTN_ENCODER_DECODER
+                  ? enc_tokens : self_tokens;
     qtokens = FZ_MAX(qtokens, 0); ktokens = FZ_MAX(ktokens, 0);
     fz_expect rows_ex = {0};  /* which rows a call checks depends on the batch: the model below */
     fz_rows_make(&in, &rng, &c.q, qtokens, qw, 1, NULL, &rows_ex);
@@ -294,13 +294,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         fz_bad_if(&ex, !lens || md->context_lens[s] < 0 ||
                                        (qs_ok &&
                                         (int64_t)md->context_lens[s] + qs[s + 1] - qs[s] !=
-                                            lens[s]),
+                                                lens[s]),
                                   ATTN_ERR_INVALID_ARG);
                 if (lens) {  /* the new tokens are counted in seq_lens */
                     for (int s = 0; s < nP && qs_ok; s++)
                         fz_bad_if(&ex, qs[s + 1] - qs[s] > lens[s], ATTN_ERR_INVALID_ARG);
-                    for (int i = 0; i < nD; i++) fz_bad_if(&ex, lens[nP + i] <
-                                                           1, ATTN_ERR_INVALID_ARG);
+                    for (int i = 0; i < nD; i++) fz_bad_if(&ex, lens[nP + i] < 1,
+                                                           ATTN_ERR_INVALID_ARG);
                 }
                 need_cache = prefix || nD > 0;
                 fz_bad_if(&ex, need_cache && !lens, ATTN_ERR_INVALID_ARG);
@@ -340,8 +340,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     fz_bad_if(&ex, !el || !offsets_ok(el, nP) ||
                               el[nP] != md->num_encoder_tokens, ATTN_ERR_INVALID_ARG);
                     if (el && elen && offsets_ok(el, nP))
-                        for (int s = 0; s < nP; s++) fz_bad_if(&ex, el[s + 1] - el[s] !=
-                                                               elen[s], ATTN_ERR_INVALID_ARG);
+                        for (int s = 0; s < nP; s++) fz_bad_if(&ex, el[s + 1] - el[s] != elen[s],
+                                                               ATTN_ERR_INVALID_ARG);
                     if (cache && md->cross_slot_mapping) {
                         wslots = md->cross_slot_mapping; write_n = md->num_encoder_tokens;
                     }
@@ -397,8 +397,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t cb = fz_cache_bytes(&c.fc);
         void *kb = fz_alloc(cb), *vb = fz_alloc(cb);
         memcpy(kb, outs.copy[ki], cb); memcpy(vb, outs.copy[vi], cb);
-        const int64_t *wslots = type ==
-                                ATTN_ENCODER_DECODER ? md->cross_slot_mapping : md->slot_mapping;
+        const int64_t *wslots = type == ATTN_ENCODER_DECODER ? md->cross_slot_mapping
+                                : md->slot_mapping;
         if (c.write_tokens) fz_model_writes(&c.fc, kb, vb, &c.k, &c.v, wslots, c.write_tokens);
         FZ_REQUIRE(!memcmp(kb, c.fc.k, cb) &&
                    !memcmp(vb, c.fc.v, cb), "attn_forward: the cache differs "
@@ -412,10 +412,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int32_t *qs = type == ATTN_ENCODER ? md->encoder_start_loc : md->query_start_loc;
             int cross_paged = type == ATTN_ENCODER_DECODER && !c.k.r.data;
             const int32_t *kl = type == ATTN_ENCODER_DECODER ? md->encoder_seq_lens : md->seq_lens;
-            const int32_t *tb = type ==
-                                ATTN_ENCODER_DECODER ? md->cross_block_tables : md->block_tables;
-            int mb = type ==
-                     ATTN_ENCODER_DECODER ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
+            const int32_t *tb = type == ATTN_ENCODER_DECODER ? md->cross_block_tables
+                                : md->block_tables;
+            int mb = type == ATTN_ENCODER_DECODER ? md->max_cross_blocks_per_seq
+                     : md->max_blocks_per_seq;
             for (int s = 0; s < nP; s++) {
                 int Lq = qs[s + 1] - qs[s];
                 const float *qf = c.q.f + (int64_t)qs[s] * qw;
@@ -447,8 +447,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         void *ws2 = fz_alloc(bytes2);
         memset(ws2, 0xff, bytes2);
         st = attn_forward(&c.layer, &e2, c.q.r, c.k.r, c.v.r, cache, md, c.out.r, ws2, bytes2);
-        FZ_REQUIRE(st ==
-                   ATTN_OK, "attn_forward: %s at %d threads", attn_status_str(st), e2.num_threads);
+        FZ_REQUIRE(st == ATTN_OK, "attn_forward: %s at %d threads", attn_status_str(st),
+                   e2.num_threads);
         FZ_REQUIRE((oi < 0 || !memcmp(o1, c.out.r.data, c.out.bytes)) && !memcmp(k1, c.fc.k, cb) &&
                    !memcmp(v1, c.fc.v, cb),
                    "attn_forward: other bits at %d threads", e2.num_threads);

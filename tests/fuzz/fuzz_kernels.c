@@ -226,8 +226,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (c.op == OP_DECODE) {
         int rv = fz_int(&in, 0, 15);
-        c.version = rv < 5 ? (attn_paged_version)(rv % 3) : rv ==
-                    15 ? (attn_paged_version)fz_int(&in, 3, 5)
+        c.version = rv < 5 ? (attn_paged_version)(rv % 3) : rv == 15
+                    ? (attn_paged_version)fz_int(&in, 3, 5)
                   : (attn_paged_version)(rv % 3);
         fz_bad_if(&ex, rv == 15, ATTN_ERR_INVALID_ARG);
     }
@@ -282,8 +282,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                   c.k.f + (int64_t)cu_k[s] * kw, 0,
                                   c.v.f + (int64_t)cu_k[s] * kw, 0, o, l);
                 else
-                    ref_paged(&kp.p, &kc.fc, c.tables + s * c.max_blocks, c.op ==
-                              OP_DECODE ? 1 : c.causal,
+                    ref_paged(&kp.p, &kc.fc, c.tables + s * c.max_blocks, c.op == OP_DECODE ? 1
+                              : c.causal,
                               lq[s], lens[s], qs, o, l);
             }
             if (out_i >= 0) fz_rows_check(&c.out, outs.copy[out_i], want, Tq, name);

@@ -182,8 +182,8 @@ static void op_swap(fz_in *in, uint64_t *rng) {
     int same = mode == 1 || mode == 2;
     int n = fz_int(in, 0, 8), n_call = fz_chance(in, 4) ? -1 : n;
     int64_t *pr =
-            gen_pairs(in, rng, n, src->num_blocks > 0 ? src->num_blocks : 1, dst->num_blocks >
-                      0 ? dst->num_blocks : 1);
+            gen_pairs(in, rng, n, src->num_blocks > 0 ? src->num_blocks : 1, dst->num_blocks > 0
+                      ? dst->num_blocks : 1);
     const int64_t *pcall = fz_chance(in, 3) ? NULL : pr;
     fz_bad_if(&ex, n_call < 0 || (n_call > 0 && !pcall), ATTN_ERR_INVALID_ARG);
     if (n_call > 0) pairs_model(pr, n, src->num_blocks, dst->num_blocks, same, &ex);
@@ -207,8 +207,8 @@ static void op_swap(fz_in *in, uint64_t *rng) {
         /* a destination whose key and value arrays are one buffer: each pair's value lands on its
            key */
         void *dv_model = dfc->k == dfc->v ? dk : dv;
-        for (int i = 0; i <
-             n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv_model, pr[2 * i],
+        for (int i = 0; i < n; i++) model_copy(&a, all.copy[0], all.copy[1], dfc, dk, dv_model,
+                                               pr[2 * i],
                                 pr[2 * i + 1]);
         FZ_REQUIRE(!memcmp(dk, dfc->k, cb) && (dfc->v == dfc->k || !memcmp(dv, dfc->v, cb)),
                    "attn_swap_blocks: the destination differs from the model's copies (%d pairs, "
@@ -267,8 +267,8 @@ static void op_copy(fz_in *in, uint64_t *rng) {
             void *dk = fz_alloc(cb), *dv = fz_alloc(cb);
             memcpy(dk, all.copy[2 * l], cb);
             memcpy(dv, all.copy[2 * l + 1], cb);
-            for (int i = 0; i <
-                 n; i++) model_copy(&fc[l], dk, dv, &fc[l], dk, dv, pr[2 * i], pr[2 * i + 1]);
+            for (int i = 0; i < n; i++) model_copy(&fc[l], dk, dv, &fc[l], dk, dv, pr[2 * i],
+                                                   pr[2 * i + 1]);
             FZ_REQUIRE(!memcmp(dk, fc[l].k, cb) && (fc[l].v == fc[l].k || !memcmp(dv, fc[l].v, cb)),
                        "attn_copy_blocks: layer %d differs from the model's copies (%d pairs)", l,
                        n);
@@ -346,8 +346,8 @@ static void op_validators(fz_in *in, uint64_t *rng) {
                 &n, names, verdicts);
     }
     for (int i = 0; i < n; i++)
-        FZ_REQUIRE(verdicts[i] ==
-                   doc, "the functions that take a cache disagree: %s %s the struct, %s "
+        FZ_REQUIRE(verdicts[i] == doc,
+                   "the functions that take a cache disagree: %s %s the struct, %s "
                    "%s it, the documentation calls it %s [blocks %d, block size %d, kv heads %d, "
                    "head size %d, "
                    "dtype %d, scales %g %g, key %p, value %p]", names[0],

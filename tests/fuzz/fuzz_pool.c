@@ -40,13 +40,13 @@ static void check_invariants(const world *w, const char *after) {
         }
     }
     for (int b = 0; b < nb; b++) {
-        FZ_REQUIRE(p->refcount[b] ==
-                   count[b], "after %s: block %d has refcount %d, %d tables name it", after, b,
+        FZ_REQUIRE(p->refcount[b] == count[b],
+                   "after %s: block %d has refcount %d, %d tables name it", after, b,
                    (int)p->refcount[b], (int)count[b]);
         zero += count[b] == 0;
     }
-    FZ_REQUIRE(p->num_free ==
-               zero, "after %s: num_free %d, %d blocks unreferenced", after, p->num_free, zero);
+    FZ_REQUIRE(p->num_free == zero, "after %s: num_free %d, %d blocks unreferenced", after,
+               p->num_free, zero);
     for (int i = 0; i < p->num_free; i++) {
         int32_t id = p->free_ids[i];
         FZ_REQUIRE(id >= 0 && id < nb && !in_stack[id] && count[id] == 0,
@@ -124,8 +124,8 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
     fz_snap(&sn, "cow pairs", cow, sizeof cow);
     fz_snap(&sn, "n_cow", &n_cow, sizeof n_cow);
     attn_status st =
-            attn_seq_append(broken == 1 ? &bp : p, broken ==
-                            2 ? &bq : q, n, null_slots ? NULL : slots,
+            attn_seq_append(broken == 1 ? &bp : p, broken == 2 ? &bq : q, n, null_slots ? NULL
+                            : slots,
                                      null_cow ? NULL : cow, null_cow ? NULL : &n_cow);
     fz_check_status(&ex, st, "attn_seq_append");
     fz_unchanged_on_error(&sn, st, "attn_seq_append");
@@ -135,8 +135,8 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
                    (long long)q->len, q->num_blocks);
         for (int b = 0; b < old_blocks - (cow_needed ? 1 : 0); b++)
             FZ_REQUIRE(q->block_table[b] == before[b], "attn_seq_append changed table entry %d", b);
-        if (!null_cow) FZ_REQUIRE(n_cow ==
-                cow_needed, "attn_seq_append: n_cow %d, the model %d", n_cow, cow_needed);
+        if (!null_cow) FZ_REQUIRE(n_cow == cow_needed, "attn_seq_append: n_cow %d, the model %d",
+                                  n_cow, cow_needed);
         if (cow_needed) {
             int32_t fresh = q->block_table[old_blocks - 1];
             FZ_REQUIRE(cow[0][0] == before[old_blocks - 1] && cow[0][1] == fresh && was_free[fresh],
@@ -153,8 +153,7 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
         }
         for (int i = 0; i < n; i++) {
             int64_t pos = old_len + i, want = (int64_t)q->block_table[pos / bs] * bs + pos % bs;
-            FZ_REQUIRE(slots[i] ==
-                       want, "attn_seq_append: slot %d is %lld, the model %lld", i,
+            FZ_REQUIRE(slots[i] == want, "attn_seq_append: slot %d is %lld, the model %lld", i,
                        (long long)slots[i],
                        (long long)want);
         }
@@ -255,8 +254,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_snaps sn = {0};
         fz_snap(&sn, "pool struct", &w->pool, sizeof w->pool);
         attn_status st =
-                attn_block_pool_init(r == 4 ? NULL : &w->pool, nb_call, bs_call, r ==
-                                     3 ? NULL : w->mem, bytes);
+                attn_block_pool_init(r == 4 ? NULL : &w->pool, nb_call, bs_call, r == 3 ? NULL
+                                     : w->mem, bytes);
         fz_check_status(&ex, st, "attn_block_pool_init");
         fz_unchanged_on_error(&sn, st, "attn_block_pool_init");
         fz_snaps_free(&sn);
@@ -274,8 +273,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_snaps sn = {0};
             fz_snap(&sn, "sequence", &w->seq[s], sizeof w->seq[s]);
             attn_status st =
-                    attn_seq_init(&w->seq[s], r == 30 ? NULL : w->table[s], r ==
-                                  30 ? FZ_MAX(room, 1) : -1);
+                    attn_seq_init(&w->seq[s], r == 30 ? NULL : w->table[s], r == 30
+                                  ? FZ_MAX(room, 1) : -1);
             fz_bad(&ex, ATTN_ERR_INVALID_ARG);
             fz_check_status(&ex, st, "attn_seq_init");
             fz_unchanged_on_error(&sn, st, "attn_seq_init");
@@ -299,8 +298,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int s = 0; s < MAX_SEQS; s++) attn_seq_release(&w->pool, &w->seq[s]);
     check_invariants(w, "releasing every sequence");
-    FZ_REQUIRE(w->pool.num_free ==
-               nb, "blocks leaked: %d of %d free after releasing everything", w->pool.num_free, nb);
+    FZ_REQUIRE(w->pool.num_free == nb, "blocks leaked: %d of %d free after releasing everything",
+               w->pool.num_free, nb);
     free(w->mem);
     free(w);
     return 0;
