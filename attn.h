@@ -1,4 +1,4 @@
-/* attn.h - v0.2.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.3.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -144,6 +144,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.3.0  (2026-11-26)  batch builder (attn_batch_build); copy-on-write pairs and declared
+                            counts in attn_metadata, applied and checked by attn_forward;
+                            exec.error_msg; ATTN_NO_FP8_KERNELS; attn_exec and attn_metadata
+                            have new fields at their ends (zero keeps the old meaning)
        0.2.0  (2026-11-23)  prefill with query rows in vector lanes; AVX-512 BF16 dot products
                             for bf16 prefill and decode (exec.f32_probs to opt out)
        0.1.0  (2026-11-22)  first release: foundation, dtypes, dispatch, bias builders
@@ -177,9 +181,9 @@
 #include <stdint.h>
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.2.0"
+#define ATTN_VERSION_STRING "0.3.0"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
