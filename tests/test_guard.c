@@ -59,10 +59,14 @@ static void *tg_place(tg_set *s, int i) { return s->guarded[i] = s->orig[i]; }
 static void tg_unmap(tg_set *s) { (void)s; }
 #endif
 
-/* Places every buffer for `placement`; returns 1 when the guarded copies are ready. */
+/* Places every buffer for `placement`. */
 static void tg_place_all(tg_set *s, int placement) {
     s->placement = placement;
     for (int i = 0; i < s->n; i++) tg_place(s, i);
+}
+/* Frees the set's malloc'd originals (the guarded copies are unmapped by tg_unmap). */
+static void tg_free(tg_set *s) {
+    for (int i = 0; i < s->n; i++) free(s->orig[i]);
 }
 #define TG(s, i, type) ((type)(s)->guarded[i])
 
@@ -130,7 +134,7 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
         printf("  sdpa isa=%s gemm=%s act=%s out=%s H=%d Hk=%d D=%d Lq=%d Lk=%d\n",
                attn_isa_name(isa), tu_gemm_name(gemm), attn_dtype_name(act),
                attn_dtype_name(out_dt), H, Hk, D, Lq0, Lk0);
-    for (int i = 0; i < s.n; i++) free(s.orig[i]);
+    tg_free(&s);
     free(ws); free(want); free(want_lse);
     return fails;
 }
@@ -247,7 +251,7 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
         printf("  %s isa=%s gemm=%s kv=%s act=%s H=%d Hk=%d D=%d bs=%d\n",
                op == 0 ? "prefill" : op == 1 ? "decode v1" : "decode v2", attn_isa_name(isa),
                tu_gemm_name(gemm), attn_dtype_name(kv), attn_dtype_name(act), H, Hk, D, bs);
-    for (int i = 0; i < s.n; i++) free(s.orig[i]);
+    tg_free(&s);
     free(ws); free(want); free(want_lse);
     return fails;
 }
@@ -332,7 +336,7 @@ TEST(guard_pages_write_kv_swap_copy) {
                     tg_calls += 3;
                     tg_unmap(&s);
                 }
-                for (int i = 0; i < s.n; i++) free(s.orig[i]);
+                tg_free(&s);
                 free(wk); free(wv);
             }
     CHECK_EQ_INT(fails, 0);
@@ -368,7 +372,7 @@ TEST(guard_pages_convert_merge_bias) {
                     tg_calls++;
                     tg_unmap(&s);
                 }
-                for (int i = 0; i < s.n; i++) free(s.orig[i]);
+                tg_free(&s);
                 free(want);
             }
     /* merge_states and the bias builder */
@@ -403,7 +407,7 @@ TEST(guard_pages_convert_merge_bias) {
             tg_calls++;
             tg_unmap(&s);
         }
-        for (int i = 0; i < s.n; i++) free(s.orig[i]);
+        tg_free(&s);
         free(want);
     }
     {
@@ -505,7 +509,7 @@ TEST(guard_pages_forward) {
                 tg_calls++;
                 tg_unmap(&s);
             }
-            for (int i = 0; i < s.n; i++) free(s.orig[i]);
+            tg_free(&s);
             free(wk); free(wv); free(want); free(ws);
         }
     CHECK_EQ_INT(fails, 0);
