@@ -140,6 +140,7 @@ sanitize: $(B)/test_sanitize
 # with ASan and coverage (at -O0: 4 s).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_SEED ?=
 FUZZ_FLAGS := -std=c99 -Wall -Wextra -Werror -g -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_IMPL_OPT ?= -O0
 FUZZERS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -148,7 +149,7 @@ $(B)/fuzz_impl.o: tests/fuzz/impl.c attn.h | $(B)
 $(B)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/ref.h attn.h $(B)/fuzz_impl.o
 	$(FUZZ_CC) $(FUZZ_FLAGS) -O1 -fsanitize=fuzzer -I. $< $(B)/fuzz_impl.o -o $@ -lm
 fuzz: $(addprefix $(B)/,$(FUZZERS))
-	@sh tests/fuzz/run.sh $(B) $(FUZZ_SECONDS) $(FUZZERS)
+	@FUZZ_SEED=$(FUZZ_SEED) sh tests/fuzz/run.sh $(B) $(FUZZ_SECONDS) $(FUZZERS)
 # Remakes the seed corpora from a run of FUZZ_SECONDS each (tests/fuzz/seed.sh); commit the result.
 fuzz-seeds: $(addprefix $(B)/,$(FUZZERS))
 	@sh tests/fuzz/seed.sh $(B) $(FUZZ_SECONDS) $(FUZZERS)

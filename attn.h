@@ -3792,7 +3792,8 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
                      "%s.data is NULL with num_decode_tokens = %d", query.data ? "out" : "query",
                      f.decodes);
         /* NULL tables stay NULL (the decode check refuses them; no offset from NULL) */
-        a.tables = f.tables ? f.tables + (size_t)f.prefills * f.max_blocks : NULL;
+        a.tables = f.tables && f.max_blocks >= 0 ? f.tables + (size_t)f.prefills * f.max_blocks
+                   : f.tables;  /* a negative row stride is refused by the decode check */
         a.max_blocks = f.max_blocks;
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
         ATTN__TRYF(m, attn__decode_check(&a), "the decodes (cache geometry, block tables, rows)");

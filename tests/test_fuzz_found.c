@@ -19,14 +19,16 @@ TEST(fuzz_found_decode_heads_int_max) {
     p.num_heads = p.num_kv_heads = 0x7fffffff; p.head_size = 1;
     int32_t none[2] = {0, 0};
     attn_rows rows = {NULL, ATTN_F32, 0};
-    static char ws[1 << 20];
     for (int v = ATTN_PAGED_AUTO; v <= ATTN_PAGED_V2; v++) {
-        size_t need =
+        size_t need =  /* per thread: the default exec takes every thread OpenMP has */
                 attn_paged_decode_workspace_size(&p, NULL, &c, none, 0, (attn_paged_version)v);
-        CHECK(need > 0 && need <= sizeof ws);
-        CHECK_EQ_INT(attn_paged_decode(&p, NULL, rows, rows, &c, none, 0, none, 0,
-                                       (attn_paged_version)v, NULL,
-                                       ws, sizeof ws), ATTN_OK);
+        CHECK(need > 0 && need <= ((size_t)1 << 26));
+        void *ws = malloc(need);
+        CHECK(ws != NULL);
+        if (ws)
+            CHECK_EQ_INT(attn_paged_decode(&p, NULL, rows, rows, &c, none, 0, none, 0,
+                                           (attn_paged_version)v, NULL, ws, need), ATTN_OK);
+        free(ws);
     }
 }
 
@@ -73,7 +75,47 @@ TEST(fuzz_found_forward_decode_null_tables) {
     CHECK(memcmp(out, before, sizeof out) == 0);
 }
 
+/* Decodes after a prefill with a negative max_blocks_per_seq: the decodes' rows of the block
+   table were addressed at tables + num_prefills * max_blocks_per_seq in size_t, which wrapped
+   (clang's UBSan: pointer overflow) before the decode check refused the stride. The call is
+   refused and writes nothing, whatever the stride; the same metadata with stride 1 runs. */
+TEST(fuzz_found_forward_negative_table_stride) {
+    enum { D = 4, BS = 4 };
+    static float key[2 * BS * D], value[2 * BS * D];
+    attn_kv_cache c;
+    memset(&c, 0, sizeof c);
+    c.key = key; c.value = value;
+    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = 1; c.head_size = D;
+    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = p.num_kv_heads = 1; p.head_size = D;
+    attn_layer L;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    float q[2 * D] = {0.5f, -1, 0.25f, 2, 1, 0, -0.5f, 0.75f}, k[D] = {1, 2, 3, 4}, out[2 * D];
+    float before[2 * D];
+    for (int i = 0; i < 2 * D; i++) out[i] = before[i] = (float)i;
+    int32_t seq_lens[2] = {1, 3}, qsl[2] = {0, 1}, tables[2] = {0, 1};
+    attn_metadata md;
+    memset(&md, 0, sizeof md);
+    md.num_prefills = 1; md.num_prefill_tokens = 1; md.num_decode_tokens = 1;
+    md.seq_lens = seq_lens; md.query_start_loc = qsl; md.block_tables = tables;
+    attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+    static char ws[1 << 20];
+    for (int stride = -3; stride <= 0; stride++) {
+        md.max_blocks_per_seq = stride;
+        attn_status st = attn_forward(&L, NULL, rq, rk, rk, &c, &md, ro, ws, sizeof ws);
+        CHECK(st == ATTN_ERR_INVALID_ARG || st == ATTN_ERR_OUT_OF_RANGE);
+        CHECK(memcmp(out, before, sizeof out) == 0);
+    }
+    md.max_blocks_per_seq = 1;
+    size_t need = attn_forward_workspace_size(&L, &md, NULL);
+    CHECK(need > 0 && need <= sizeof ws);
+    CHECK_EQ_INT(attn_forward(&L, NULL, rq, rk, rk, &c, &md, ro, ws, sizeof ws), ATTN_OK);
+}
+
 #define TEST_FUZZ_FOUND_LIST                                                                      \
     ATTN_TEST_ENTRY(fuzz_found_decode_heads_int_max),                                             \
     ATTN_TEST_ENTRY(fuzz_found_bias_no_keys_null),                                                \
-    ATTN_TEST_ENTRY(fuzz_found_forward_decode_null_tables)
+    ATTN_TEST_ENTRY(fuzz_found_forward_decode_null_tables),                                       \
+    ATTN_TEST_ENTRY(fuzz_found_forward_negative_table_stride)

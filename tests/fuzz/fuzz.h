@@ -159,9 +159,12 @@ typedef struct fz_expect { unsigned bits; } fz_expect;
 FZ_FUNC void fz_bad(fz_expect *e, attn_status st) { e->bits |= 1u << (unsigned)(-(int)st); }
 FZ_FUNC void fz_bad_if(fz_expect *e, int cond, attn_status st) { if (cond) fz_bad(e, st); }
 FZ_FUNC int fz_ok(const fz_expect *e) { return e->bits == 0; }
+/* What attn_forward wrote into the exec's message buffer (fz_exec gives it one), for reports. */
+static char fz_error_msg[200];
 FZ_FUNC void fz_check_status(const fz_expect *e, attn_status st, const char *call) {
     if (e->bits == 0) {
-        FZ_REQUIRE(st == ATTN_OK, "%s returned %s, the model says ok", call, attn_status_str(st));
+        FZ_REQUIRE(st == ATTN_OK, "%s returned %s, the model says ok (%s)", call,
+                   attn_status_str(st), fz_error_msg);
     } else {
         char want[256] = "";
         for (int c = 1; c < 8; c++)
@@ -170,7 +173,8 @@ FZ_FUNC void fz_check_status(const fz_expect *e, attn_status st, const char *cal
                 strcat(want, attn_status_str((attn_status)-c));
             }
         FZ_REQUIRE(st != ATTN_OK && (e->bits & (1u << (unsigned)(-(int)st))),
-                   "%s returned %s, the model expects one of:%s", call, attn_status_str(st), want);
+                   "%s returned %s (%s), the model expects one of:%s", call, attn_status_str(st),
+                   fz_error_msg, want);
     }
 }
 
@@ -204,6 +208,9 @@ FZ_FUNC const attn_exec *fz_exec(fz_in *in, attn_exec *e, fz_expect *ex) {
     attn_isa isas[4];
     int n = fz_isas(isas), r = fz_int(in, 0, 31);
     memset(e, 0, sizeof *e);
+    fz_error_msg[0] = 0;
+    e->error_msg = fz_error_msg;
+    e->error_msg_bytes = sizeof fz_error_msg;
     e->parallel_for = fz_pool_for;
     e->num_threads = fz_int(in, 1, 16);
     e->isa = r < 8 ? ATTN_ISA_AUTO : isas[r % n];

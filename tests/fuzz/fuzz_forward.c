@@ -1,11 +1,13 @@
 /* fuzz_forward.c - attn_forward's metadata over a small real cache: counts, lengths, start
-   locations, context lengths, block tables, slot mappings (negative, duplicate, past the end),
-   layer types, encoder and cross fields, NULLs, rows and workspaces.
+   locations, context lengths, block tables, slot mappings (negative, duplicate, past the end,
+   another position's), layer types, encoder and cross fields, declared counts, the step's block
+   copies, NULLs, rows and workspaces.
    The model (below, from the documentation of attn_forward and attn_metadata) predicts the
-   status and, for an accepted call, everything it does: the cache after the writes (bit for
-   bit: rows of the cache dtype are copied, others rounded once), then every output row against
-   tests/ref.h over the keys the model's cache holds. An error changes no output and no cache
-   byte; the same call at another thread count gives the same bits (outputs and cache). */
+   status and, for an accepted call, everything it does: the cache after the block copies and
+   the writes (bit for bit: rows of the cache dtype are copied, others rounded once), then every
+   output row against tests/ref.h over the keys the model's cache holds. An error changes no
+   output and no cache byte; the same call at another thread count gives the same bits (outputs
+   and cache). */
 #include "fuzz.h"
 
 enum { MAX_PRE = 3, MAX_DEC = 3, MAX_SEQ = MAX_PRE + MAX_DEC, MAX_Q = 12, MAX_CTX = 24 };
@@ -18,6 +20,7 @@ typedef struct fcase {
     enc_loc[MAX_PRE + 1];
     int32_t *tables, *cross_tables;
     int64_t *slots, *cross_slots;
+    int64_t copies[6];
     int lq[MAX_PRE], lenc[MAX_PRE], write_tokens, query_tokens;
     fz_rows q, k, v, out;
     fz_cache fc;
@@ -91,6 +94,89 @@ static int rows_ok(const fz_rows *R, int64_t tokens) {
            (tokens == 0 || R->r.data != NULL);
 }
 
+/* Rows attn_forward checks whenever they are given (data non-NULL), read or not: an activation
+   dtype and stride 0 or >= width. */
+static int rows_given_ok(const fz_rows *R) {
+    return !R->r.data || (fz_is_act(R->r.dtype) && (R->r.stride == 0 || R->r.stride >= R->width));
+}
+
+/* Declared counts (num_seqs, num_tokens): mostly undeclared (0), sometimes right or one off. */
+static void gen_declared(fz_in *in, attn_metadata *md, attn_type type) {
+    int seqs = md->num_prefills + md->num_decode_tokens;
+    int toks = (type == ATTN_ENCODER ? md->num_encoder_tokens : md->num_prefill_tokens) +
+               md->num_decode_tokens;
+    switch (fz_int(in, 0, 7)) {
+        case 1: md->num_seqs = seqs + fz_int(in, -1, 1); break;
+        case 2: md->num_tokens = toks + fz_int(in, -1, 1); break;
+        case 3: md->num_seqs = seqs; md->num_tokens = toks; break;
+        default: break;
+    }
+}
+
+/* The step's block copies: mostly none; else up to 3 pairs with distinct destinations that are
+   no pair's source, sometimes broken (a destination twice, a block copied onto itself, an id
+   outside the cache, NULL pairs, a negative count). */
+static void gen_copies(fz_in *in, uint64_t *rng, attn_metadata *md, int64_t *pairs, int nb) {
+    if (!fz_chance(in, 64) || nb < 2) return;
+    int n = FZ_MIN(fz_int(in, 1, 3), nb / 2), perm[16];
+    for (int b = 0; b < nb; b++) perm[b] = b;
+    for (int b = nb - 1; b > 0; b--) {
+        int j = (int)(fz_rand(rng) % (uint64_t)(b + 1)), t = perm[b];
+        perm[b] = perm[j]; perm[j] = t;
+    }
+    for (int i = 0; i < n; i++) {
+        pairs[2 * i] = perm[n + (int)(fz_rand(rng) % (uint64_t)(nb - n))];
+        pairs[2 * i + 1] = perm[i];
+    }
+    md->blocks_to_copy = pairs; md->num_blocks_to_copy = n;
+    switch (fz_int(in, 0, 11)) {
+        case 0: if (n > 1) pairs[3] = pairs[1]; break;
+        case 1: pairs[0] = pairs[1]; break;
+        case 2: pairs[2 * fz_int(in, 0, n - 1) + fz_int(in, 0, 1)] = fz_chance(in, 128) ? -1 : nb;
+        break;
+        case 3: md->blocks_to_copy = NULL; break;
+        case 4: md->num_blocks_to_copy = -1; break;
+        default: break;
+    }
+}
+
+/* The expected status of the step's block copies (attn_copy_blocks' pair rules in one cache). */
+static void copies_model(const attn_metadata *md, int has_cache, int nb, fz_expect *ex) {
+    int n = md->num_blocks_to_copy;
+    const int64_t *pr = md->blocks_to_copy;
+    fz_bad_if(ex, n < 0 || (n > 0 && (!pr || !has_cache)), ATTN_ERR_INVALID_ARG);
+    if (n <= 0 || !pr) return;
+    for (int i = 0; i < 2 * n; i++) fz_bad_if(ex, pr[i] < 0 || pr[i] >= nb, ATTN_ERR_OUT_OF_RANGE);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            fz_bad_if(ex, (i != j && pr[2 * i + 1] == pr[2 * j + 1]) ||
+                          pr[2 * j] == pr[2 * i + 1], ATTN_ERR_INVALID_ARG);
+}
+
+/* Every written slot is -1 or its position's entry in the block tables (rows in batch order):
+   token i of sequence s at pos = lens[s] - Lq + i; cross: the encoder tokens of the prefills.
+   Run only on metadata the model found consistent so far. */
+static void slots_model(const attn_metadata *md, attn_type type, const int64_t *slots, int bs,
+                        fz_expect *ex) {
+    int cross = type == ATTN_ENCODER_DECODER;
+    const int32_t *tables = cross ? md->cross_block_tables : md->block_tables;
+    const int32_t *lens = cross ? md->encoder_seq_lens : md->seq_lens;
+    const int32_t *st = cross ? md->encoder_start_loc : md->query_start_loc;
+    int mb = cross ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
+    int nP = md->num_prefills, n = nP + (cross ? 0 : md->num_decode_tokens);
+    if (!tables || !lens || mb <= 0) return;
+    for (int s = 0; s < n; s++) {
+        int pre = s < nP, t0 = pre ? st[s] : md->num_prefill_tokens + s - nP;
+        int lq = pre ? st[s + 1] - st[s] : 1;
+        for (int i = 0; i < lq; i++) {
+            int pos = lens[s] - lq + i;
+            if (slots[t0 + i] == -1 || pos < 0) continue;
+            fz_bad_if(ex, pos / bs >= mb ||
+                          slots[t0 + i] != slot_of(tables, mb, s, pos, bs), ATTN_ERR_INVALID_ARG);
+        }
+    }
+}
+
 static void ref_rows_seq(const attn_params *p, int causal, int Lq, int Lk, const float *q,
                          const float *k,
                          const float *v, double *out) {
@@ -122,6 +208,8 @@ static void mark_unread(fcase *c, attn_type type) {
     int mb = cross ? md->max_cross_blocks_per_seq : md->max_blocks_per_seq;
     int paged_prefill = cross ? c->k.r.data == NULL : md->context_lens != NULL;
     uint8_t *read = (uint8_t *)calloc((size_t)m->num_blocks * bs, 1);
+    for (int i = 0; i < md->num_blocks_to_copy; i++)  /* a copied block lands in a read one */
+        for (int o = 0; o < bs; o++) read[md->blocks_to_copy[2 * i] * bs + o] = 1;
     for (int s = 0; s < nP + md->num_decode_tokens; s++) {
         if (s < nP && !paged_prefill) continue;
         for (int pos = 0; pos < lens[s]; pos++) read[slot_of(t, mb, s, pos, bs)] = 1;
@@ -135,6 +223,46 @@ static void mark_unread(fcase *c, attn_type type) {
                     fz_put(c->fc.v, m->dtype, at, NAN);
                 }
     free(read);
+}
+
+/* FZ_DEBUG=1: the case on stderr, to read a failing input. */
+static void dump_ints(const char *name, const int32_t *a, int n) {
+    fprintf(stderr, "%s:", name);
+    for (int i = 0; a && i < n; i++) fprintf(stderr, " %d", a[i]);
+    fprintf(stderr, a ? "\n" : " NULL\n");
+}
+static void dump_case(const fcase *c, attn_type type, const attn_exec *e) {
+    const attn_metadata *md = &c->md;
+    const attn_params *p = &c->kp.p;
+    int n = md->num_prefills + md->num_decode_tokens;
+    fprintf(stderr, "type %d H %d Hk %d D %d scale %g softcap %g window %d alibi %d sinks %d "
+            "threads %d isa %d f32_probs %d\n", (int)type, p->num_heads, p->num_kv_heads,
+            p->head_size, p->scale, p->logits_soft_cap, p->sliding_window,
+            p->alibi_slopes != NULL, p->sinks != NULL, e ? e->num_threads : -1,
+            e ? (int)e->isa : -1, e ? e->f32_probs : -1);
+    fprintf(stderr, "cache dtype %d blocks %d bs %d; prefills %d tokens %d decodes %d\n",
+            (int)c->fc.made.dtype, c->fc.made.num_blocks, c->fc.made.block_size,
+            md->num_prefills, md->num_prefill_tokens, md->num_decode_tokens);
+    dump_ints("query_start_loc", md->query_start_loc, md->num_prefills + 1);
+    dump_ints("seq_lens", md->seq_lens, n);
+    dump_ints("context_lens", md->context_lens, md->num_prefills);
+    dump_ints("block_tables", md->block_tables, n * md->max_blocks_per_seq);
+    fprintf(stderr, "slots:");
+    for (int t = 0; md->slot_mapping && t < md->num_prefill_tokens + md->num_decode_tokens; t++)
+        fprintf(stderr, " %lld", (long long)md->slot_mapping[t]);
+    dump_ints("\nencoder_seq_lens", md->encoder_seq_lens, n);
+    dump_ints("encoder_start_loc", md->encoder_start_loc, md->num_prefills + 1);
+    dump_ints("cross_block_tables", md->cross_block_tables, n * md->max_cross_blocks_per_seq);
+    fprintf(stderr, "num_encoder_tokens %d, cross slots:", md->num_encoder_tokens);
+    for (int t = 0; md->cross_slot_mapping && t < md->num_encoder_tokens; t++)
+        fprintf(stderr, " %lld", (long long)md->cross_slot_mapping[t]);
+    fprintf(stderr, "\ncopies:");
+    for (int i = 0; md->blocks_to_copy && i < md->num_blocks_to_copy; i++)
+        fprintf(stderr, " %lld->%lld", (long long)md->blocks_to_copy[2 * i],
+                (long long)md->blocks_to_copy[2 * i + 1]);
+    fprintf(stderr, "\nq dtype %d stride %lld, k dtype %d stride %lld data %d, out dtype %d\n",
+            (int)c->q.r.dtype, (long long)c->q.r.stride, (int)c->k.r.dtype,
+            (long long)c->k.r.stride, c->k.r.data != NULL, (int)c->out.r.dtype);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -218,7 +346,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mutate_slots(&in, c.slots, self_tokens, num_slots);
     md->slot_mapping = fz_chance(&in, 24) ? NULL : c.slots;
     int enc_tokens = c.enc_loc[P];
-    c.cross_slots = (int64_t *)fz_alloc(sizeof(int64_t) * (size_t)(enc_tokens + 1));
+    /* room past the encoder tokens: a broken num_encoder_tokens counts up to 2 more */
+    c.cross_slots = (int64_t *)fz_alloc(sizeof(int64_t) * (size_t)(enc_tokens + 3));
+    for (int t = 0; t < enc_tokens + 3; t++) c.cross_slots[t] = -1;
     if (type == ATTN_ENCODER_DECODER) {
         for (int s = 0, t = 0; s < P; s++)
             for (int m = 0; m < c.lenc[s]; m++, t++) {
@@ -270,6 +400,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(c.k.r.data); c.k.r.data = NULL; c.k.valid = 1;
     }
     attn_kv_cache *cache = c.has_cache ? &c.fc.c : NULL;
+    gen_declared(&in, md, type);  /* read last: older corpus inputs keep their meaning */
+    gen_copies(&in, &rng, md, c.copies, nb);
 
     /* ---- the model of the status ---- */
     {
@@ -304,6 +436,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
                 need_cache = prefix || nD > 0;
                 fz_bad_if(&ex, need_cache && !lens, ATTN_ERR_INVALID_ARG);
+                fz_bad_if(&ex, ((prefix && nP > 0) || nD > 0) && !md->block_tables,
+                          ATTN_ERR_INVALID_ARG);
                 if (cache && md->slot_mapping) {
                     wslots = md->slot_mapping; write_n = (int)Tq + nD;
                 }
@@ -372,9 +506,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
+    if (fz_ok(&ex) && c.write_tokens)
+        slots_model(md, type, type == ATTN_ENCODER_DECODER ? md->cross_slot_mapping
+                    : md->slot_mapping, bs, &ex);
+    fz_bad_if(&ex, !rows_given_ok(&c.k) || !rows_given_ok(&c.v), ATTN_ERR_INVALID_ARG);
+    fz_bad_if(&ex, md->num_seqs != 0 &&
+                   md->num_seqs != md->num_prefills + md->num_decode_tokens, ATTN_ERR_INVALID_ARG);
+    fz_bad_if(&ex, md->num_tokens != 0 &&
+                   md->num_tokens != (type == ATTN_ENCODER ? md->num_encoder_tokens
+                                      : md->num_prefill_tokens) + md->num_decode_tokens,
+              ATTN_ERR_INVALID_ARG);
+    copies_model(md, c.has_cache, nb, &ex);
+
     if (fz_ok(&ex) && cache &&
         (type == ATTN_DECODER || type == ATTN_ENCODER_DECODER)) mark_unread(&c, type);
 
+    if (getenv("FZ_DEBUG")) dump_case(&c, type, e);
     /* the call */
     size_t need = attn_forward_workspace_size(&c.layer, md, e), ws_bytes;
     void *ws = fz_gen_ws(&in, need, &ws_bytes, &ex);
@@ -397,6 +544,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t cb = fz_cache_bytes(&c.fc);
         void *kb = fz_alloc(cb), *vb = fz_alloc(cb);
         memcpy(kb, outs.copy[ki], cb); memcpy(vb, outs.copy[vi], cb);
+        size_t block_bytes = fz_cache_at(&c.fc, 1, 0, 0, 0) * fz_esize(c.fc.made.dtype);
+        for (int i = 0; i < md->num_blocks_to_copy; i++) {  /* copies first, then writes */
+            size_t from = (size_t)md->blocks_to_copy[2 * i] * block_bytes;
+            size_t to = (size_t)md->blocks_to_copy[2 * i + 1] * block_bytes;
+            memcpy((char *)kb + to, (char *)kb + from, block_bytes);
+            memcpy((char *)vb + to, (char *)vb + from, block_bytes);
+        }
         const int64_t *wslots = type == ATTN_ENCODER_DECODER ? md->cross_slot_mapping
                                 : md->slot_mapping;
         if (c.write_tokens) fz_model_writes(&c.fc, kb, vb, &c.k, &c.v, wslots, c.write_tokens);
@@ -420,7 +574,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int Lq = qs[s + 1] - qs[s];
                 const float *qf = c.q.f + (int64_t)qs[s] * qw;
                 double *o = want + (int64_t)qs[s] * qw;
-                if (md->context_lens || cross_paged) {
+                if (type == ATTN_ENCODER_DECODER ? cross_paged : md->context_lens != NULL) {
                     ref_paged_seq(p, &c.fc, c.fc.kf, c.fc.vf, tb + s * mb, causal, Lq, kl[s], qf,
                                   o);
                 } else {

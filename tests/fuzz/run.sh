@@ -3,8 +3,12 @@
 # executions, seconds, crashes (a sanitizer report or a signal) and invariant failures (a broken
 # property); libFuzzer stops at the first of either and saves the input under
 # BUILD/fuzz-work/NAME/. New inputs it finds go to BUILD/fuzz-work/NAME/corpus, never to the
-# repository. Exit status 0 only when no harness failed. Usage: run.sh BUILD SECONDS NAME...
+# repository. FUZZ_SEED (default: libFuzzer's random seed) fixes the seed, as .ci/run does, so a
+# CI failure can be replayed; the line under the header says which seed ran.
+# Exit status 0 only when no harness failed. Usage: run.sh BUILD SECONDS NAME...
 B=$1; S=$2; shift 2
+seed=${FUZZ_SEED:+-seed=$FUZZ_SEED}
+echo "seed: ${FUZZ_SEED:-random}"
 failed=0
 printf '%-14s %12s %8s %8s %10s\n' harness executions seconds crashes invariants
 for f in "$@"; do
@@ -13,7 +17,7 @@ for f in "$@"; do
     seeds=tests/fuzz/corpus/$f
     [ -d "$seeds" ] || seeds=
     start=$(date +%s)
-    "$B/$f" -max_total_time="$S" -print_final_stats=1 -timeout=120 -rss_limit_mb=4096 \
+    "$B/$f" $seed -max_total_time="$S" -print_final_stats=1 -timeout=120 -rss_limit_mb=4096 \
         -artifact_prefix="$work/" "$work/corpus" $seeds > "$work/log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
