@@ -20,6 +20,9 @@
        ATTN_NO_AVX512            off            do not compile the AVX-512 kernels
        ATTN_NO_NEON              off            do not compile the NEON kernels (aarch64)
        ATTN_NO_RUNTIME_DISPATCH  off            compile only the ISAs the compiler flags enable
+       ATTN_NO_AMX               off            do not compile the AMX tile kernels (ATTN_ISA_AMX)
+       ATTN_TILES_EMULATE        off            for tests: ATTN_ISA_AMX on any AVX2 CPU, the tile
+                                                operations emulated where the CPU has no tiles
        ATTN_NO_FP8_KERNELS       off            fp8 KV caches are decoded through f32 copies of
                                                 their rows, not by kernels of their own: slower
                                                 fp8 decode, the same results, a faster build
@@ -296,6 +299,7 @@ typedef enum attn_isa {
     ATTN_ISA_AVX2,         /* AVX2 + FMA + F16C */
     ATTN_ISA_AVX512,       /* AVX-512 F/BW/VL (+BF16 dot products where present) */
     ATTN_ISA_NEON,         /* aarch64 Advanced SIMD */
+    ATTN_ISA_AMX,          /* AVX-512 plus AMX-BF16 tiles for the bf16 prefill products (Linux) */
     ATTN_ISA_COUNT
 } attn_isa;
 
@@ -894,6 +898,16 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #if !defined(ATTN_NO_SIMD) && !defined(ATTN_NO_NEON) && defined(__aarch64__)
 #define ATTN__HAVE_NEON 1
 #endif
+/* AMX tiles (x86-64, GCC 11 / Clang 12 or later): the tile kernels of the AVX-512 pass. */
+#if defined(ATTN__HAVE_AVX512) && defined(__x86_64__) && !defined(ATTN_NO_AMX) &&             \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                                         \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define ATTN__HAVE_AMX 1
+#endif
+/* The same tile kernels over emulated tiles in the AVX2 pass (tests on CPUs without AMX). */
+#if defined(ATTN_TILES_EMULATE) && defined(ATTN__HAVE_AVX2) && !defined(ATTN_NO_AMX)
+#define ATTN__HAVE_TILE_EMULATION 1
+#endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
 #if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
@@ -1032,6 +1046,15 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #else
 #define ATTN__INFO_AVX512 ""
 #endif
+#if defined(ATTN__HAVE_AMX) && defined(ATTN__HAVE_TILE_EMULATION)
+#define ATTN__INFO_AMX ",amx(emulated where the CPU lacks tiles)"
+#elif defined(ATTN__HAVE_AMX)
+#define ATTN__INFO_AMX ",amx"
+#elif defined(ATTN__HAVE_TILE_EMULATION)
+#define ATTN__INFO_AMX ",amx(emulated)"
+#else
+#define ATTN__INFO_AMX ""
+#endif
 #ifdef ATTN__HAVE_NEON
 #define ATTN__INFO_NEON ",neon"
 #else
@@ -1055,7 +1078,7 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 
 ATTNDEF const char *attn_build_info(void) {
     return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
-        ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8;
+        ATTN__INFO_AMX ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1066,6 +1089,7 @@ enum {
     ATTN__CPU_AVX512 = 1 << 1,   /* F + BW + VL + DQ, and the OS saves ZMM state */
     ATTN__CPU_AVX512BF16 = 1 << 2,
     ATTN__CPU_AVX512VBMI = 1 << 3,
+    ATTN__CPU_AMX = 1 << 4,      /* AMX-TILE + AMX-BF16, tile state on, the OS lets us use it */
     ATTN__CPU_DETECTED = 1 << 30
 };
 static volatile int attn__cpu_flags_cache;
@@ -1075,6 +1099,20 @@ ATTN__PRIVATE uint64_t attn__xgetbv0(void) {
     uint32_t eax, edx;
     __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((uint64_t)edx << 32) | eax;
+}
+/* Linux gives a process the 8 KB of tile data state only when asked (arch_prctl
+   ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); asking again is harmless, so racing first callers
+   are fine. Made as a raw system call: <sys/syscall.h> needs feature macros the includer may
+   not have set. Elsewhere tiles stay off. */
+ATTN__PRIVATE int attn__tile_permission(void) {
+#if defined(__linux__) && defined(__x86_64__) && defined(ATTN__HAVE_AMX)
+    long ret, nr = 158 /* SYS_arch_prctl */, req = 0x1023 /* ARCH_REQ_XCOMP_PERM */, feature = 18;
+    __asm__ volatile("syscall" : "=a"(ret) : "0"(nr), "D"(req), "S"(feature) : "rcx", "r11",
+                     "memory");
+    return ret == 0;
+#else
+    return 0;
+#endif
 }
 ATTN__PRIVATE int attn__detect_cpu(void) {
     unsigned a, b, c, d, flags = 0;
@@ -1089,8 +1127,11 @@ ATTN__PRIVATE int attn__detect_cpu(void) {
     if (ymm_ok && avx2 && fma && f16c) flags |= ATTN__CPU_AVX2;
     if (zmm_ok && (flags & ATTN__CPU_AVX2) && f && dq && bw && vl) flags |= ATTN__CPU_AVX512;
     if ((flags & ATTN__CPU_AVX512) && vbmi) flags |= ATTN__CPU_AVX512VBMI;
+    int amx = ((d >> 24) & 1) && ((d >> 22) & 1) && (xcr0 & 0x60000) == 0x60000;
     if ((flags & ATTN__CPU_AVX512) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1))
         flags |= ATTN__CPU_AVX512BF16;
+    if ((flags & ATTN__CPU_AVX512BF16) && amx && attn__tile_permission())
+        flags |= ATTN__CPU_AMX;
     return (int)flags;
 }
 #else
@@ -1110,24 +1151,51 @@ ATTNDEF const char *attn_cpu_features(void) {
 #ifdef __aarch64__
     return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
 #else
-    static const char *const text[16] = {  /* indexed by the four ATTN__CPU_ flags below bit 4 */
-        "avx2=no avx512=no avx512bf16=no avx512vbmi=no",
-        "avx2=yes avx512=no avx512bf16=no avx512vbmi=no",
-        "avx2=no avx512=yes avx512bf16=no avx512vbmi=no",
-        "avx2=yes avx512=yes avx512bf16=no avx512vbmi=no",
-        "avx2=no avx512=no avx512bf16=yes avx512vbmi=no",
-        "avx2=yes avx512=no avx512bf16=yes avx512vbmi=no",
-        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=no",
-        "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no",
-        "avx2=no avx512=no avx512bf16=no avx512vbmi=yes",
-        "avx2=yes avx512=no avx512bf16=no avx512vbmi=yes",
-        "avx2=no avx512=yes avx512bf16=no avx512vbmi=yes",
-        "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes",
-        "avx2=no avx512=no avx512bf16=yes avx512vbmi=yes",
-        "avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes",
-        "avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes",
-        "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes"};
-    return text[attn__cpu_flags() & 15];
+#define ATTN__CPU_TEXT(F)                                                                         \
+    F("avx2=no avx512=no avx512bf16=no avx512vbmi=no")                                            \
+    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=no")                                           \
+    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=no")                                           \
+    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=no")                                          \
+    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=no")                                           \
+    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=no")                                          \
+    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=no")                                          \
+    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no")                                         \
+    F("avx2=no avx512=no avx512bf16=no avx512vbmi=yes")                                           \
+    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=yes")                                          \
+    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=yes")                                          \
+    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes")                                         \
+    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=yes")                                          \
+    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes")                                         \
+    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes")                                         \
+    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes")
+#define ATTN__CPU_AMX_NO(x) x " amx=no",
+#define ATTN__CPU_AMX_YES(x) x " amx=yes",
+    /* indexed by the five ATTN__CPU_ flags below bit 5 (amx: usable tiles) */
+    static const char *const text[32] = {ATTN__CPU_TEXT(ATTN__CPU_AMX_NO)
+                                         ATTN__CPU_TEXT(ATTN__CPU_AMX_YES)};
+#undef ATTN__CPU_AMX_NO
+#undef ATTN__CPU_AMX_YES
+#undef ATTN__CPU_TEXT
+    return text[attn__cpu_flags() & 31];
+#endif
+}
+
+/* ATTN_ISA_AMX runs on real tiles (the AVX-512 pass) where the CPU and OS give them, else, in
+   ATTN_TILES_EMULATE builds, on emulated tiles (the AVX2 pass). */
+ATTN__PRIVATE int attn__tiles_real(int cpu) {
+#ifdef ATTN__HAVE_AMX
+    return (cpu & ATTN__CPU_AMX) != 0;
+#else
+    (void)cpu;
+    return 0;
+#endif
+}
+ATTN__PRIVATE int attn__tiles_emulated(int cpu) {
+#ifdef ATTN__HAVE_TILE_EMULATION
+    return !attn__tiles_real(cpu) && (cpu & ATTN__CPU_AVX2) != 0;
+#else
+    (void)cpu;
+    return 0;
 #endif
 }
 
@@ -1146,11 +1214,15 @@ ATTNDEF int attn_isa_supported(attn_isa isa) {
 #ifdef ATTN__HAVE_NEON
         case ATTN_ISA_NEON: return 1;
 #endif
+#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+        case ATTN_ISA_AMX: return attn__tiles_real(cpu) || attn__tiles_emulated(cpu);
+#endif
         default: return 0;
     }
 }
 
 ATTNDEF attn_isa attn_best_isa(void) {
+    if (attn__tiles_real(attn__cpu_flags())) return ATTN_ISA_AMX;
     if (attn_isa_supported(ATTN_ISA_AVX512)) return ATTN_ISA_AVX512;
     if (attn_isa_supported(ATTN_ISA_AVX2)) return ATTN_ISA_AVX2;
     if (attn_isa_supported(ATTN_ISA_NEON)) return ATTN_ISA_NEON;
@@ -1164,6 +1236,7 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
         case ATTN_ISA_AVX2: return "avx2";
         case ATTN_ISA_AVX512: return "avx512";
         case ATTN_ISA_NEON: return "neon";
+        case ATTN_ISA_AMX: return "amx";
         default: return "unknown";
     }
 }
@@ -1459,6 +1532,7 @@ typedef struct attn__prefill_plan {
     const char *k, *v; attn_dtype kv_dtype; int64_t k_stride, v_stride;
     const int32_t *k_start;      /* [num_seqs+1] key row offsets (rows source) */
     int bf16_pairs;              /* bf16 q, k, v: eligible for the bf16 dot-product kernels */
+    int tiles;                   /* ... and for the tile kernels (ATTN_ISA_AMX, D % 32 == 0) */
     int value_tiles;             /* whole key tiles of packed value pairs a thread keeps */
     /* ... or the paged cache */
     const char *key_cache, *value_cache;
@@ -1687,6 +1761,7 @@ typedef struct attn__call {
     attn_gemm gemm;                 /* the prefill GEMMs' engine (an IPEX layer's: oneDNN) */
     int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
     int pairs;                      /* ... and the table's bf16 pair kernels run on this CPU */
+    int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
 } attn__call;
 
 #ifdef ATTN_USE_ONEDNN
@@ -2025,6 +2100,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    own (attn__kernels.caps); a call uses those its CPU has (attn__call_of). */
 #define ATTN__CAP_BF16_PAIRS ATTN__CPU_AVX512BF16  /* bf16 pair dot products (ATTN__HAS_DOT2) */
 #define ATTN__CAP_E4M3_LUT ATTN__CPU_AVX512VBMI    /* e4m3 byte tables (ATTN__HAS_E4M3_LUT) */
+#define ATTN__CAP_TILES (1 << 20)  /* tile kernels for bf16 prefill (ATTN__HAS_TILES): used when
+                                      the call's ISA is ATTN_ISA_AMX, which picks the table */
 
 /* ---------------------------------------------------------------------------------------------
    [I] Kernel instantiation. The kernel pass, sections [S] to [Y] at the end of this file,
@@ -2144,6 +2221,17 @@ ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
 #ifdef ATTN__HAVE_NEON
         case ATTN_ISA_NEON: return &attn__table__neon;
 #endif
+#ifdef ATTN__HAVE_AMX
+        case ATTN_ISA_AMX:
+            if (attn__tiles_real(attn__cpu_flags())) return &attn__table__avx512;
+#ifdef ATTN__HAVE_TILE_EMULATION
+            return &attn__table__avx2;
+#else
+            return &attn__table__scalar;  /* unreachable: the ISA is refused as unsupported */
+#endif
+#elif defined(ATTN__HAVE_TILE_EMULATION)
+        case ATTN_ISA_AMX: return &attn__table__avx2;
+#endif
         default: return &attn__table__scalar;
     }
 }
@@ -2166,12 +2254,15 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
    layer). */
 ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *c) {
     attn_isa isa = exec ? exec->isa : ATTN_ISA_AUTO;
+    if (isa == ATTN_ISA_AUTO) isa = attn_best_isa();
     c->exec = exec;
-    c->k = attn__kernels_for(isa == ATTN_ISA_AUTO ? attn_best_isa() : isa);
+    c->k = attn__kernels_for(isa);
     c->threads = attn_exec_threads(exec);
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
     c->pairs = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
+    c->tiles = c->bf16_probs && isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0 &&
+               c->gemm == ATTN_GEMM_NATIVE;
 }
 
 /* Validates exec (with the engine onednn forces) and fills the call context: what every entry
@@ -2396,7 +2487,7 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
 ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
     size_t tile_bytes = sizeof(uint32_t) * attn__value_tile_words(attn__padded_dims(head_size));
     int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / tile_bytes);
-    if (!c->pairs || c->gemm != ATTN_GEMM_NATIVE) return 0;
+    if (!(c->pairs || c->tiles) || c->gemm != ATTN_GEMM_NATIVE) return 0;
     if (longest >= 0) fit = ATTN__MIN(fit, longest / ATTN__KEY_TILE);
     return (int)ATTN__MIN(fit, (int64_t)0x7fffffff);
 }
@@ -2600,6 +2691,8 @@ ATTN__PRIVATE attn_status attn__prefill_plan_fill(attn__prefill_plan *P, const a
     /* the pair kernels: bf16 queries, keys and values (a bf16 cache has unit scales), even D */
     P->bf16_pairs =
         c->pairs && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 2 == 0;
+    /* the tile kernels: the same inputs, D in whole 32-dim tile rows */
+    P->tiles = c->tiles && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 32 == 0;
     return ATTN_OK;
 }
 
@@ -4030,6 +4123,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
 #define ATTN__DACC 16  /* decode: P.V accumulators (vectors) kept in registers */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
+#define ATTN__HAS_PAIRS 0  /* bf16 pair layouts for the pair and tile kernels */
+#define ATTN__HAS_TILES 0  /* tile kernels for bf16 prefill (AVX-512 pass; AVX2 emulated) */
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS
 #define ATTN__FN(name) name##__avx2
@@ -4089,6 +4184,34 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VKEEP(v) __asm__("" : "+x"(v))
 #endif
 #define ATTN__HAS_DOT2 0
+#ifdef ATTN__HAVE_TILE_EMULATION
+/* The tile kernels over emulated tiles (ATTN_TILES_EMULATE): the bf16 pair layouts they use,
+   and the tile operations as plain code over a tile file in memory (see [V]). */
+#define ATTN__HAS_PAIRS 1
+#define ATTN__HAS_TILES 1
+#define ATTN__TILES_REAL 0
+#define ATTN__PAIRS_TARGET
+#define ATTN__TILE_TARGET
+#define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx2((dst), (a), (b), (n))
+#define ATTN__VPAIR_PROBS(dst, lo, hi) attn__pair_probs__avx2((dst), (lo), (hi))
+ATTN__PRIVATE void attn__pair_rows__avx2(uint32_t *dst, const uint16_t *a, const uint16_t *b,
+                                         int n) {
+    for (int i = 0; i < n; i++) dst[i] = a[i] | (uint32_t)b[i] << 16;
+}
+/* As attn__pair_probs__avx512: RNE on the integer bits (probabilities are finite, >= 0). */
+ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __m256 hi) {
+    const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    __m256i a = _mm256_castps_si256(lo), b = _mm256_castps_si256(hi);
+    a = _mm256_add_epi32(_mm256_add_epi32(a, half), _mm256_and_si256(_mm256_srli_epi32(a, 16), one));
+    b = _mm256_add_epi32(_mm256_add_epi32(b, half), _mm256_and_si256(_mm256_srli_epi32(b, 16), one));
+    __m256i pair = _mm256_or_si256(_mm256_srli_epi32(a, 16),
+                                   _mm256_and_si256(b, _mm256_set1_epi32((int)0xffff0000u)));
+    _mm256_storeu_si256((__m256i *)(void *)dst, pair);
+}
+#else
+#define ATTN__HAS_PAIRS 0
+#define ATTN__HAS_TILES 0
+#endif
 
 /* 2L bf16 values as two f32 vectors: the even-indexed ones, then the odd-indexed ones. One
    shift or mask each, where the in-order widening needs a shuffle and a shift. */
@@ -4250,6 +4373,18 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
 #define ATTN__DOT2_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512BF16) != 0)
 #define ATTN__DOT2_TARGET                                                                          \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
+#define ATTN__HAS_PAIRS 1
+#define ATTN__PAIRS_TARGET ATTN__DOT2_TARGET
+#ifdef ATTN__HAVE_AMX
+/* AMX: the tile kernels of [V] on the tile registers (every CPU with tiles has AVX-512 BF16). */
+#define ATTN__HAS_TILES 1
+#define ATTN__TILES_REAL 1
+#define ATTN__TILE_TARGET                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16,"          \
+                          "amx-tile,amx-bf16")))
+#else
+#define ATTN__HAS_TILES 0
+#endif
 #define ATTN__VI __m512i
 #define ATTN__VLOADI(p) _mm512_loadu_si512((const void *)(p))
 #define ATTN__VSET1I(x) _mm512_set1_epi32((int)(x))
@@ -4470,6 +4605,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__DKT 4
 #define ATTN__DACC 16
 #define ATTN__HAS_DOT2 0
+#define ATTN__HAS_PAIRS 0
+#define ATTN__HAS_TILES 0
 
 ATTN__PRIVATE ATTN__INLINE void attn__bf16_eo__neon(const uint16_t *p, float32x4_t *ev,
                                                     float32x4_t *od) {
@@ -4866,9 +5003,11 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_dot2_micro)(
         ATTN__UNROLL for (v = 0; v < ATTN__NV; v++)
             ATTN__VSTORE(ot + (size_t)i * rs + v * ATTN__L, acc[i][v]);
 }
+#endif
 
-/* Keys [k0, k0+n) for the pair kernels: where each key and value row is (padding columns read
-   zeros). */
+#if ATTN__HAS_PAIRS
+/* Keys [k0, k0+n) for the pair and tile kernels: where each key and value row is (padding
+   columns read zeros). */
 ATTN__PRIVATE void ATTN__FN(attn__tile_rows16)(const attn__prefill_plan *P, int seq, int g,
                                                int64_t k0, int n, int ncols,
                                                const attn__prefill_scratch *sc) {
@@ -4898,13 +5037,29 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P,
     }
 }
 
-/* The value pairs of the tile at k0 (n keys). The query tiles of one (sequence, KV head) all
-   walk its keys from 0 in the same whole tiles, so a thread keeps the first value_tiles of
-   them packed and every later item of that KV head reads them back (the same values: results
-   never depend on the cache); partial tiles and tiles past the cache are packed into vt. The
-   tile's rows are where attn__tile_rows16 left them. */
+#if ATTN__HAS_TILES
+ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, int n,
+                                                   const attn__prefill_scratch *sc, uint32_t *dst);
+#endif
+/* The tile's values packed for the pair kernels (pairs of keys, [n/2][Dp]) or, with `cols`, for
+   the tile kernels (attn__pack_value_cols). */
+ATTN__PRIVATE void ATTN__FN(attn__pack_values)(const attn__prefill_plan *P, int n,
+                                               const attn__prefill_scratch *sc, uint32_t *dst,
+                                               int cols) {
+#if ATTN__HAS_TILES
+    if (cols) { ATTN__FN(attn__pack_value_cols)(P, n, sc, dst); return; }
+#endif
+    (void)cols;
+    ATTN__FN(attn__pack_value_pairs)(P, n, sc, dst);
+}
+
+/* The values of the tile at k0 (n keys), packed for the pair or (cols) the tile kernels. The
+   query tiles of one (sequence, KV head) all walk its keys from 0 in the same whole tiles, so
+   a thread keeps the first value_tiles of them packed and every later item of that KV head reads them back (the same values: results
+   never depend on the cache); partial tiles and tiles past the cache are packed into scratch.
+   The tile's rows are where attn__tile_rows16 left them. */
 ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefill_plan *P, int seq,
-                                                               int g, int64_t k0, int n,
+                                                               int g, int64_t k0, int n, int cols,
                                                                const attn__prefill_scratch *sc) {
     attn__value_cache *cache = sc->vcache;
     int64_t t = k0 / ATTN__KEY_TILE;
@@ -4915,21 +5070,24 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
         }
         if (t < cache->tiles) return slot;
         if (t == cache->tiles) {
-            ATTN__FN(attn__pack_value_pairs)(P, n, sc, slot);
+            ATTN__FN(attn__pack_values)(P, n, sc, slot, cols);
             cache->tiles++;
             return slot;
         }
     }
-    ATTN__FN(attn__pack_value_pairs)(P, n, sc, (uint32_t *)(void *)sc->vt);
-    return (const uint32_t *)(const void *)sc->vt;
+    /* uncached: pairs into vt; columns into the second half of kt (vt holds their pairs) */
+    uint32_t *dst = cols ? (uint32_t *)(void *)(sc->kt + (size_t)ATTN__KEY_TILE / 2 * P->D)
+                    : (uint32_t *)(void *)sc->vt;
+    ATTN__FN(attn__pack_values)(P, n, sc, dst, cols);
+    return dst;
 }
 #endif
 
-#if ATTN__HAS_DOT2
+#if ATTN__HAS_PAIRS
 /* The exponentials of a tile's n score rows, x * mul - ref, left as bf16 pairs of keys (pair
    c/2 overwrites row c/2, which has been read already; an odd last key pairs with 0); returns
    their sum, unrounded, so the lse stays f32-exact. */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_RESTRICT s, int rs,
+ATTN__PAIRS_TARGET ATTN__PRIVATE ATTN__VF ATTN__FN(attn__exp_pairs)(float *ATTN_RESTRICT s, int rs,
                                                                    int n,
                                                                    ATTN__VF mul, ATTN__VF neg_ref) {
     ATTN__VF sum = ATTN__VZERO();
@@ -4982,7 +5140,7 @@ ATTN__PRIVATE void ATTN__FN(attn__softmax_lanes)(const attn__prefill_plan *P,
     /* rows that have seen no key yet subtract 0, not -inf (which would make NaNs) */
     ATTN__VF ref = ATTN__VLT_SELECT(m_new, ATTN__VSET1(-FLT_MAX), ATTN__VZERO(), m_new);
     ATTN__VF neg_ref = ATTN__VSUB(ATTN__VZERO(), ref);
-#if ATTN__HAS_DOT2
+#if ATTN__HAS_PAIRS
     if (pairs) sum = ATTN__FN(attn__exp_pairs)(s, rs, n, exp_mul, neg_ref);
     else
 #endif
@@ -5119,11 +5277,258 @@ ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, in
     }
 }
 
+#if ATTN__HAS_TILES
+/* The tile kernels (ATTN_ISA_AMX) for bf16 queries, keys and values with D a multiple of 32:
+   both products of a key tile on 16 x 16 f32 tiles, in the item's transposed layout, under the
+   pair path's precision rule (queries unscaled, probabilities rounded to bf16 for P.V):
+     scores   S^T[key][row] = K . Q^T: A = 16 key rows, 32 dims a step (read in place where
+              the rows are evenly spaced, else packed), B = the queries' pairs of dims (qt);
+     outputs  O^T[dim][row] += V^T . P^T: A = 16 rows of the values transposed (dim d's keys in
+              order, so pairs of keys; packed once per (sequence, KV head) and tile, cached like
+              the pair path's value tiles), B = the probabilities' pairs of keys (s, as
+              attn__exp_pairs leaves them).
+   Tiles 0-3 accumulate a 2 x 2 block of 16 x 16 results, 4-5 hold A, 6-7 hold B; every tile
+   is 16 rows of 64 bytes. ATTN__T* are the AMX instructions in the AVX-512 pass, and in the
+   AVX2 pass (ATTN_TILES_EMULATE) the same operations on a tile file in memory, so the kernels
+   above them are one code, tested on any x86 CPU. */
+#if ATTN__TILES_REAL
+typedef struct ATTN__FN(attn__tile_file) { int unused; } ATTN__FN(attn__tile_file);
+/* GCC writes the tile instructions as asm statements that name only their pointer registers:
+   the compiler knows of no memory they read or write. This barrier keeps every store before a
+   tile load (the configuration, packed operands) and every load after a tile store. */
+#define ATTN__TILE_FENCE() __asm__ volatile("" ::: "memory")
+#define ATTN__TLOAD(tf, t, p, stride) _tile_loadd(t, (p), (stride))
+#define ATTN__TSTORE(tf, t, p, stride) _tile_stored(t, (p), (stride))
+#define ATTN__TZERO(tf, t) _tile_zero(t)
+#define ATTN__TDP(tf, c, a, b) _tile_dpbf16ps(c, a, b)
+
+/* Palette 1, tiles 0-7 of 16 rows x 64 bytes: once per item on the thread that runs it, which
+   releases them after (OpenMP threads and a caller's pool alike). */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__tiles_begin)(void) {
+    unsigned char cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) { cfg[16 + 2 * t] = 64; cfg[48 + t] = 16; }
+    ATTN__TILE_FENCE();
+    _tile_loadconfig(cfg);
+}
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__tiles_end)(void) { _tile_release(); }
+#else
+typedef struct ATTN__FN(attn__tile_file) { unsigned char reg[8][1024]; } ATTN__FN(attn__tile_file);
+#define ATTN__TLOAD(tf, t, p, stride) ATTN__FN(attn__tile_emu_load)(&(tf), t, (p), (stride))
+#define ATTN__TSTORE(tf, t, p, stride) ATTN__FN(attn__tile_emu_store)(&(tf), t, (p), (stride))
+#define ATTN__TZERO(tf, t) memset((tf).reg[t], 0, 1024)
+#define ATTN__TDP(tf, c, a, b) ATTN__FN(attn__tile_emu_dp)(&(tf), c, a, b)
+#define ATTN__TILE_FENCE() ((void)0)
+
+ATTN__PRIVATE void ATTN__FN(attn__tiles_begin)(void) {}
+ATTN__PRIVATE void ATTN__FN(attn__tiles_end)(void) {}
+ATTN__PRIVATE void ATTN__FN(attn__tile_emu_load)(ATTN__FN(attn__tile_file) *tf, int t,
+                                                 const void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy(tf->reg[t] + 64 * r, (const char *)p + r * stride, 64);
+}
+ATTN__PRIVATE void ATTN__FN(attn__tile_emu_store)(const ATTN__FN(attn__tile_file) *tf, int t,
+                                                  void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy((char *)p + r * stride, tf->reg[t] + 64 * r, 64);
+}
+/* tdpbf16ps: C[m][n] += A[m].pair[k] . B[k].pair[n] over k, products of bf16 exact in f32. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_emu_dp)(ATTN__FN(attn__tile_file) *tf, int c, int a,
+                                               int b) {
+    uint16_t A[16 * 32], B[16 * 32];
+    float C[256], bf[32];
+    memcpy(A, tf->reg[a], sizeof A); memcpy(B, tf->reg[b], sizeof B);
+    memcpy(C, tf->reg[c], sizeof C);
+    for (int k = 0; k < 16; k++) {
+        for (int j = 0; j < 32; j++) bf[j] = attn_bf16_to_f32(B[k * 32 + j]);
+        for (int m = 0; m < 16; m++) {
+            float a0 = attn_bf16_to_f32(A[m * 32 + 2 * k]), a1 = attn_bf16_to_f32(A[m * 32 + 2 * k + 1]);
+            for (int n = 0; n < 16; n++) C[m * 16 + n] += a0 * bf[2 * n] + a1 * bf[2 * n + 1];
+        }
+    }
+    memcpy(tf->reg[c], C, sizeof C);
+}
+#endif
+
+/* S^T for nk (1 or 2) blocks of 16 keys (rows kb[i], stride kst[i] bytes) by nr (1 or 2)
+   blocks of 16 rows (query pairs of dims qt2, row stride rs), over D dims; into s (stride rs). */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *const *kb,
+                                                              const size_t *kst, int nk,
+                                                              const uint32_t *qt2, int rs, int nr,
+                                                              int D, float *s) {
+    ATTN__FN(attn__tile_file) tf;
+    size_t row = (size_t)rs * sizeof(float);
+    (void)tf;
+    ATTN__TILE_FENCE();
+    ATTN__TZERO(tf, 0);
+    if (nr > 1) ATTN__TZERO(tf, 1);
+    if (nk > 1) ATTN__TZERO(tf, 2);
+    if (nk > 1 && nr > 1) ATTN__TZERO(tf, 3);
+    for (int d = 0; d < D; d += 32) {
+        const uint32_t *q = qt2 + (size_t)(d / 2) * rs;
+        ATTN__TLOAD(tf, 4, kb[0] + d, kst[0]);
+        ATTN__TLOAD(tf, 6, q, row);
+        ATTN__TDP(tf, 0, 4, 6);
+        if (nr > 1) {
+            ATTN__TLOAD(tf, 7, q + 16, row);
+            ATTN__TDP(tf, 1, 4, 7);
+        }
+        if (nk > 1) {
+            ATTN__TLOAD(tf, 5, kb[1] + d, kst[1]);
+            ATTN__TDP(tf, 2, 5, 6);
+            if (nr > 1) ATTN__TDP(tf, 3, 5, 7);
+        }
+    }
+    ATTN__TSTORE(tf, 0, s, row);
+    if (nr > 1) ATTN__TSTORE(tf, 1, s + 16, row);
+    if (nk > 1) ATTN__TSTORE(tf, 2, s + (size_t)16 * rs, row);
+    if (nk > 1 && nr > 1) ATTN__TSTORE(tf, 3, s + (size_t)16 * rs + 16, row);
+    ATTN__TILE_FENCE();
+}
+
+/* O^T += V^T . P^T for 2 blocks of 16 dims (value columns vc, [dims][KEY_TILE] bf16) by nr
+   (1 or 2) blocks of 16 rows (probability pairs p2, row stride rs), over `chunks` steps of 32
+   keys; on the outputs ot (stride rs). */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_tiles)(const uint16_t *vc,
+                                                              const uint32_t *p2, int rs, int nr,
+                                                              int chunks, float *ot) {
+    ATTN__FN(attn__tile_file) tf;
+    size_t row = (size_t)rs * sizeof(float), vrow = ATTN__KEY_TILE * sizeof(uint16_t);
+    float *ot2 = ot + (size_t)16 * rs;
+    const uint16_t *vc2 = vc + (size_t)16 * ATTN__KEY_TILE;
+    (void)tf;
+    ATTN__TILE_FENCE();
+    ATTN__TLOAD(tf, 0, ot, row);
+    ATTN__TLOAD(tf, 2, ot2, row);
+    if (nr > 1) {
+        ATTN__TLOAD(tf, 1, ot + 16, row);
+        ATTN__TLOAD(tf, 3, ot2 + 16, row);
+    }
+    for (int c = 0; c < chunks; c++) {
+        const uint32_t *p = p2 + (size_t)16 * c * rs;
+        ATTN__TLOAD(tf, 6, p, row);
+        ATTN__TLOAD(tf, 4, vc + 32 * c, vrow);
+        ATTN__TLOAD(tf, 5, vc2 + 32 * c, vrow);
+        ATTN__TDP(tf, 0, 4, 6);
+        ATTN__TDP(tf, 2, 5, 6);
+        if (nr > 1) {
+            ATTN__TLOAD(tf, 7, p + 16, row);
+            ATTN__TDP(tf, 1, 4, 7);
+            ATTN__TDP(tf, 3, 5, 7);
+        }
+    }
+    ATTN__TSTORE(tf, 0, ot, row);
+    ATTN__TSTORE(tf, 2, ot2, row);
+    if (nr > 1) {
+        ATTN__TSTORE(tf, 1, ot + 16, row);
+        ATTN__TSTORE(tf, 3, ot2 + 16, row);
+    }
+    ATTN__TILE_FENCE();
+}
+
+/* Where the 16 keys from key c0 of the tile are for a tile load: in place when their rows are
+   evenly spaced (dense rows, a block of the paged cache), else copied into pack ([16][D]). */
+ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill_scratch *sc,
+                                                             int c0, int D, uint16_t *pack,
+                                                             size_t *stride) {
+    const uint16_t *const *rows = sc->krows16 + c0;
+    uintptr_t step = (uintptr_t)rows[1] - (uintptr_t)rows[0];
+    int even = (uintptr_t)rows[1] > (uintptr_t)rows[0];
+    for (int i = 2; i < 16 && even; i++)
+        even = (uintptr_t)rows[i] - (uintptr_t)rows[i - 1] == step;
+    if (even) { *stride = (size_t)step; return rows[0]; }
+    for (int i = 0; i < 16; i++) memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
+    *stride = sizeof(uint16_t) * (size_t)D;
+    return pack;
+}
+
+/* Scores of one key tile on tiles: S^T for keys [k0, k0+n) by rows [0, rows_pad), rows_pad a
+   multiple of 16 (keys past n score 0 and are never read). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_scores_tiles)(const attn__prefill_plan *P, int seq, int g,
+                                                     int64_t k0, int n, int rows_pad,
+                                                     const attn__prefill_scratch *sc) {
+    int rs = P->rows_cap, D = P->D, blocks = (n + 15) / 16, b, rb;
+    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [KEY_TILE][D]: the first half of kt */
+    const uint16_t *kb[ATTN__KEY_TILE / 16];
+    size_t kst[ATTN__KEY_TILE / 16];
+    ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
+    for (b = 0; b < blocks; b++)
+        kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
+    for (b = 0; b < blocks; b += 2)
+        for (rb = 0; rb < rows_pad; rb += 32)
+            ATTN__FN(attn__qk_tiles)(kb + b, kst + b, ATTN__MIN(2, blocks - b),
+                                     (const uint32_t *)(const void *)sc->qt + rb, rs,
+                                     ATTN__MIN(2, (rows_pad - rb) / 16), D,
+                                     sc->s + (size_t)16 * b * rs + rb);
+}
+
+/* The tile's n values as columns for the output tiles, dst [D][KEY_TILE] bf16 (row d: the keys
+   in order, so pairs of keys per 32-bit word; keys past n are 0): the pair path's value pairs
+   (in vt) transposed as 32-bit words. */
+ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, int n,
+                                                   const attn__prefill_scratch *sc,
+                                                   uint32_t *dst) {
+    const uint32_t *pairs = (const uint32_t *)(const void *)sc->vt;
+    int D = P->D, Dp = P->Dp, valid = (n + 1) / 2, k2, d;
+    ATTN__FN(attn__pack_value_pairs)(P, n, sc, (uint32_t *)(void *)sc->vt);
+    for (k2 = 0; k2 < ATTN__KEY_TILE / 2; k2 += ATTN__L)
+        for (d = 0; d < D; d += ATTN__L)
+            ATTN__FN(attn__transpose_block)((const float *)(const void *)(pairs + (size_t)k2 * Dp + d),
+                                            (size_t)Dp, ATTN__MAX(0, ATTN__MIN(ATTN__L, valid - k2)),
+                                            (float *)(void *)(dst + (size_t)d * (ATTN__KEY_TILE / 2) + k2),
+                                            ATTN__KEY_TILE / 2, ATTN__L, NULL);
+}
+
+/* O = O * alpha for the rows whose factor is not 1 (a vector of rows at a time). */
+ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *sc, int rs, int D,
+                                                   int rows_pad) {
+    for (int r0 = 0; r0 < rows_pad; r0 += ATTN__L) {
+        int i = 0;
+        while (i < ATTN__L && sc->a[r0 + i] == 1.0f) i++;
+        if (i == ATTN__L) continue;  /* x * 1 is x: skipping changes no bit */
+        ATTN__VF alpha = ATTN__VLOAD(sc->a + r0);
+        for (int d = 0; d < D; d++) {
+            float *o = sc->ot + (size_t)d * rs + r0;
+            ATTN__VSTORE(o, ATTN__VMUL(ATTN__VLOAD(o), alpha));
+        }
+    }
+}
+
+/* Outputs after one key tile on tiles: O = O * alpha + P . V over its n keys (vc: the values
+   as columns). Pairs of probabilities past the tile's keys, up to a whole 32-key step, are
+   zeroed first: the products read them. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_outputs_tiles)(const attn__prefill_plan *P, int n,
+                                                      int rows_pad, const uint16_t *vc,
+                                                      const attn__prefill_scratch *sc) {
+    int rs = P->rows_cap, D = P->D, pairs = (n + 1) / 2, chunks = (pairs + 15) / 16, c2, d, rb;
+    uint32_t *p2 = (uint32_t *)(void *)sc->s;
+    for (c2 = pairs; c2 < 16 * chunks; c2++)
+        memset(p2 + (size_t)c2 * rs, 0, sizeof(uint32_t) * (size_t)rows_pad);
+    ATTN__FN(attn__rescale_outputs)(sc, rs, D, rows_pad);
+    for (d = 0; d < D; d += 32)
+        for (rb = 0; rb < rows_pad; rb += 32)
+            ATTN__FN(attn__pv_tiles)(vc + (size_t)d * ATTN__KEY_TILE, p2 + rb, rs,
+                                     ATTN__MIN(2, (rows_pad - rb) / 16), chunks,
+                                     sc->ot + (size_t)d * rs + rb);
+}
+#undef ATTN__TLOAD
+#undef ATTN__TSTORE
+#undef ATTN__TZERO
+#undef ATTN__TDP
+#undef ATTN__TILE_FENCE
+#endif
+
 /* Scores of one tile: S[c][r] for keys [k0, k0+n) by rows [0, rows_pad). */
 ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int seq, int g,
                                                int64_t k0, int n, int rows_pad, int pairs,
-                                               const attn__prefill_scratch *sc) {
+                                               int tiles, const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, c0;
+#if ATTN__HAS_TILES
+    if (tiles) {
+        ATTN__FN(attn__tile_scores_tiles)(P, seq, g, k0, n, rows_pad, sc);
+        return;
+    }
+#endif
+    (void)tiles;
 #if ATTN__HAS_DOT2
     if (pairs) {
         ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, ncols, sc);
@@ -5151,11 +5556,19 @@ ATTN__PRIVATE const float *ATTN__FN(attn__rescale_of)(const attn__prefill_scratc
 }
 
 /* Outputs after one tile: O = O * alpha + P . V over the tile's n keys; vt2: the tile's value
-   pairs for the pair kernels, NULL for the f32 ones. */
+   pairs for the pair kernels (with `tiles`, its value columns for the tile kernels), NULL for
+   the f32 ones. */
 ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
-                                                const uint32_t *vt2,
+                                                const uint32_t *vt2, int tiles,
                                                 const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
+#if ATTN__HAS_TILES
+    if (tiles) {
+        ATTN__FN(attn__tile_outputs_tiles)(P, n, rows_pad, (const uint16_t *)(const void *)vt2, sc);
+        return;
+    }
+#endif
+    (void)tiles;
 #if ATTN__HAS_DOT2
     if (vt2) {
         for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
@@ -5182,7 +5595,7 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int
 ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int item, int thread) {
     attn__prefill_scratch sc;
     int seq = attn__find_seq(P->item_start, P->num_seqs, item);
-    int G = P->G, TT = P->tile_tokens, rb, pairs = 0;
+    int G = P->G, TT = P->tile_tokens, rb, pairs = 0, on_tiles = 0;
     int64_t qs = P->q_start[seq], Lq = P->q_start[seq + 1] - qs;
     int64_t Lk = P->source == ATTN__KV_ROWS ? P->k_start[seq + 1] - P->k_start[seq]
                  : P->seq_lens[seq];
@@ -5190,31 +5603,42 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int g = (int)(local / tiles);
     int64_t i0 = (tiles - 1 - local % tiles) * TT;  /* heaviest (latest) causal tiles first */
     int mq = (int)ATTN__MIN((int64_t)TT, Lq - i0), rows = mq * G;
-    int rows_pad = (rows + ATTN__NR - 1) / ATTN__NR * ATTN__NR;
     int64_t pos0 = Lk - Lq + i0, pmax = pos0 + mq - 1, k0, kbeg, kend;
+#if ATTN__HAS_TILES
+    on_tiles = P->tiles;
+#endif
 #if ATTN__HAS_DOT2
     pairs = P->bf16_pairs && ATTN__DOT2_READY();
 #endif
+    pairs |= on_tiles;  /* the tile kernels use the pair path's layouts */
+    int quantum = on_tiles ? 16 : ATTN__NR;  /* tiles take rows 16 at a time */
+    int rows_pad = (rows + quantum - 1) / quantum * quantum;
 
     attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
                                  P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, pairs, &sc);
+#if ATTN__HAS_TILES
+    if (on_tiles) ATTN__FN(attn__tiles_begin)();
+#endif
     attn__visible_keys(&P->logits, pos0, pmax, Lk, &kbeg, &kend);
     for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
         int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
         int next = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0 - n);
         ATTN__FN(attn__prefetch_tile)(P, seq, g, k0 + n, next);
-        ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
+        ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, on_tiles, &sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)
             ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
                                           ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
         const uint32_t *vt2 = NULL;
-#if ATTN__HAS_DOT2
-        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, &sc);
+#if ATTN__HAS_PAIRS
+        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, on_tiles, &sc);
 #endif
-        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, &sc);
+        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, on_tiles, &sc);
     }
+#if ATTN__HAS_TILES
+    if (on_tiles) ATTN__FN(attn__tiles_end)();
+#endif
     ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
 }
 
@@ -6304,7 +6728,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
    [Y] The kernel table of this pass. */
 static const attn__kernels ATTN__FN(attn__table) = {
     ATTN__PASS_ISA,
-    (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0),
+    (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0) |
+        (ATTN__HAS_TILES ? ATTN__CAP_TILES : 0),
     ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
     ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
 #ifdef ATTN_USE_ONEDNN
@@ -6373,6 +6798,19 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VZEROI
 #undef ATTN__VUNPACK_PAIRS
 #endif
+#if ATTN__HAS_TILES
+#undef ATTN__TILES_REAL
+#undef ATTN__TILE_TARGET
+#endif
+#if ATTN__HAS_PAIRS
+#undef ATTN__PAIRS_TARGET
+#ifndef ATTN__DOT2_READY
+#undef ATTN__VPAIR_BF16
+#undef ATTN__VPAIR_PROBS
+#endif
+#endif
+#undef ATTN__HAS_PAIRS
+#undef ATTN__HAS_TILES
 #endif /* ATTN__KERNEL_PASS */
 
 /*

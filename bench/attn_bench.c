@@ -197,6 +197,43 @@ __attribute__((target("avx512f"))) static uint32_t read_avx512(const uint32_t *p
 }
 #endif
 
+/* AMX bf16 peak: tdpbf16ps into 4 independent accumulator tiles from 2 x 2 operand tiles that
+   stay in registers (16 x 16 x 32 multiply-adds each). The tiles' OS permission is what the
+   library asked for when it detected the CPU (attn_cpu_features says amx=yes). */
+#if BENCH_X86 && defined(__x86_64__) &&                                                            \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                                             \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define BENCH_AMX 1
+__attribute__((target("amx-tile,amx-bf16"))) static float amx_run(long iters) {
+    static const uint16_t ops[16 * 32] __attribute__((aligned(64)));
+    float out[16 * 16];
+    unsigned char cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) { cfg[16 + 2 * t] = 64; cfg[48 + t] = 16; }
+    __asm__ volatile("" ::: "memory");  /* GCC's tile asm names no memory: keep cfg's stores */
+    _tile_loadconfig(cfg);
+    _tile_loadd(4, ops, 64); _tile_loadd(5, ops, 64); _tile_loadd(6, ops, 64);
+    _tile_loadd(7, ops, 64);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (long k = 0; k < iters; k++) {
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    __asm__ volatile("" ::: "memory");
+    _tile_release();
+    return out[0];
+}
+#endif
+static int amx_usable(void) {
+#ifdef BENCH_AMX
+    return strstr(attn_cpu_features(), "amx=yes") != NULL;
+#else
+    return 0;
+#endif
+}
+
 /* Portable fallbacks: 48 independent chains (the compiler vectorizes them); integer sums. */
 static float fma_generic(long iters) {
     float a[48], s = 0, m = g_fma_m, c = g_fma_c;
@@ -220,9 +257,14 @@ static uint32_t read_generic(const uint32_t *p, size_t n) {
 }
 
 typedef enum { PEAK_GENERIC, PEAK_AVX2, PEAK_AVX512 } peak_kind;
+/* The widest vectors: AVX-512 also where the best ISA is AVX-512 with tiles. */
+static int best_is_avx512(void) {
+    attn_isa b = attn_best_isa();
+    return b == ATTN_ISA_AVX512 || b == ATTN_ISA_AMX;
+}
 static peak_kind peak_choice(void) {
 #if BENCH_X86
-    if (attn_best_isa() == ATTN_ISA_AVX512) return PEAK_AVX512;
+    if (best_is_avx512()) return PEAK_AVX512;
     if (attn_best_isa() == ATTN_ISA_AVX2) return PEAK_AVX2;
 #endif
     return PEAK_GENERIC;
@@ -242,7 +284,7 @@ static float fma_run(peak_kind k, long iters) {
 }
 static uint32_t read_run(const uint32_t *p, size_t n) {
 #if BENCH_X86
-    if (attn_best_isa() == ATTN_ISA_AVX512) return read_avx512(p, n);
+    if (best_is_avx512()) return read_avx512(p, n);
     if (attn_best_isa() == ATTN_ISA_AVX2) return read_avx2(p, n);
 #endif
     return read_generic(p, n);
@@ -251,6 +293,7 @@ static uint32_t read_run(const uint32_t *p, size_t n) {
 typedef struct {
     int threads;
     double gflops, gbs;                 /* the limits: best run of each */
+    double amx_gflops;                  /* AMX bf16 peak (best run), 0 without usable tiles */
     stats fma_t, bw_t;                  /* seconds per run */
     int fma_reps, bw_reps, given;
     const char *fma_isa, *bw_isa;
@@ -317,6 +360,24 @@ static void measure_limits(limits *L, int T) {
     }
     L->fma_t = stats_of(t, L->fma_reps);
     L->gflops = fma_gflops(pk, T, iters, L->fma_t.best);
+#ifdef BENCH_AMX
+    if (amx_usable()) {  /* best of 3 runs of ~0.1 s on T threads */
+        long tiles_iters = 1L << 20;
+        double best = 0;
+        for (int r = 0; r < 3; r++) {
+            double sink = 0;
+            t0 = now_s();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T) reduction(+ : sink)
+#endif
+            sink += amx_run(tiles_iters);
+            double secs = now_s() - t0;
+            g_sink += sink;
+            if (r == 0 || secs < best) best = secs;
+        }
+        L->amx_gflops = (double)T * (double)tiles_iters * 4 * 16 * 16 * 32 * 2 / best * 1e-9;
+    }
+#endif
     L->pk = pk;
     L->sample_iters = iters / 10 > 0 ? iters / 10 : 1;
 
@@ -469,6 +530,9 @@ static void print_header(void) {
                    "read bandwidth %.1f GB/s (%.0f MiB%s)\n",
                    c, L->threads, L->gflops, L->fma_isa, L->gbs, L->bw_bytes / 1048576.0,
                    g.huge_pages ? ", huge pages" : "");
+        if (L->amx_gflops > 0)
+            printf("%slimits on %d threads: AMX bf16 peak %.0f GFLOP/s (tdpbf16ps, operands in "
+                   "tiles)\n", c, L->threads, L->amx_gflops);
     }
     if (g.fmt == FMT_CSV) {
         printf("mode,isa,threads,gemm,dtype,kv_dtype,version,causal,H,Hk,D,block_size,seqs,q_len,"
@@ -544,7 +608,9 @@ static void print_row(const row *r) {
             snprintf(ms, sizeof ms, r->ms < 10 ? "%.3f" : "%.2f", r->ms);
             snprintf(sd, sizeof sd, r->sd_ms < 10 ? "%.3f" : "%.2f", r->sd_ms);
             snprintf(val, sizeof val, "%.1f %s", r->value, r->unit);
-            if (r->limit[0]) snprintf(pct, sizeof pct, "%.1f%% %s", r->pct, r->limit);
+            if (r->limit[0] && !strcmp(r->limit, "amx") && r->note[0])
+                snprintf(pct, sizeof pct, "%.1f%% amx, %s", r->pct, r->note);
+            else if (r->limit[0]) snprintf(pct, sizeof pct, "%.1f%% %s", r->pct, r->limit);
             else snprintf(pct, sizeof pct, "-");
         } else {
             snprintf(ms, sizeof ms, "-"); snprintf(sd, sizeof sd, "-");
@@ -687,10 +753,16 @@ static double limit_secs(double amount, double rate) {
     return rate > 0 ? amount / (rate * 1e9) : 0;
 }
 
-/* A prefill row: useful GFLOP/s against the FMA peak measured alongside. */
+/* A prefill row: useful GFLOP/s against the FMA peak measured alongside; bf16 rows on tiles
+   against the AMX peak (the FMA share in the note). */
 static void print_gflops_row(row *r, double flops, const stats *st) {
+    double amx = limits_for(r->threads)->amx_gflops;
     r->value = flops / st->median * 1e-9; r->unit = "GFLOP/s";
     r->pct = r->peak_gflops > 0 ? 100.0 * r->value / r->peak_gflops : 0; r->limit = "fma";
+    if (amx > 0 && strcmp(r->isa, "amx") == 0 && strcmp(r->dtype, "bf16") == 0) {
+        if (!r->note[0]) snprintf(r->note, sizeof r->note, "%.0f%% fma", r->pct);
+        r->pct = 100.0 * r->value / amx; r->limit = "amx";
+    }
     print_row(r);
 }
 
@@ -1093,7 +1165,7 @@ static void usage(FILE *f) {
         "options (L = comma list, e.g. -S 512,2048,8192; lists multiply out):\n"
         "  -t L            threads (default: omp_get_max_threads())\n"
         "  -r N            timed repetitions after 1 warm-up (default 5)\n"
-        "  --isa X         auto|scalar|avx2|avx512|neon (default auto)\n"
+        "  --isa X         auto|scalar|avx2|avx512|neon|amx (default auto)\n"
         "  --gemm X        native|onednn (onednn needs -DATTN_USE_ONEDNN -ldnnl)\n"
         "  --dtype L       activations: f32|f16|bf16 (default f32)\n"
         "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2 (default f32)\n"
@@ -1150,7 +1222,7 @@ static int parse_list(const char *arg, ilist *l, int kind) {
 }
 
 static int parse_args(int argc, char **argv) {
-    static const char *const isas[] = {"auto", "scalar", "avx2", "avx512", "neon"};
+    static const char *const isas[] = {"auto", "scalar", "avx2", "avx512", "neon", "amx"};
     static const char *const gemms[] = {"native", "onednn"};
     static const char *const fmts[] = {"md", "csv", "json"};
     int T = 1;
@@ -1192,7 +1264,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--dtype")) ok = parse_list(v, &g.dtype, 1);
         else if (!strcmp(a, "--kv-dtype")) ok = parse_list(v, &g.kv_dtype, 1);
         else if (!strcmp(a, "--version")) ok = parse_list(v, &g.version, 2);
-        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 5)) >= 0,
+        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 6)) >= 0,
         g.isa = (attn_isa)(ok ? e : 0);
         else if (!strcmp(a, "--gemm")) ok = (e = parse_name(v, gemms, 2)) >= 0,
         g.gemm = (attn_gemm)(ok ? e : 0);

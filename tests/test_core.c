@@ -275,7 +275,20 @@ TEST(isa_detection_and_forced_isa) {
     CHECK(attn_isa_supported(best));
     CHECK(attn_isa_supported(ATTN_ISA_SCALAR));
     CHECK(strcmp(attn_isa_name(ATTN_ISA_AVX512), "avx512") == 0);
+    CHECK(strcmp(attn_isa_name(ATTN_ISA_AMX), "amx") == 0);
     CHECK(strcmp(attn_isa_name((attn_isa)77), "unknown") == 0);
+    /* AUTO takes the tiles exactly when the CPU (and OS) gives them */
+    int real_tiles = strstr(attn_cpu_features(), "amx=yes") != NULL;
+    CHECK_EQ_INT(best == ATTN_ISA_AMX, real_tiles);
+#ifndef __aarch64__
+    CHECK(strstr(attn_cpu_features(), real_tiles ? "amx=yes" : "amx=no") != NULL);
+#endif
+#if !defined(ATTN_NO_SIMD) && !defined(__aarch64__)
+    /* this suite is built with ATTN_TILES_EMULATE: tiles run anywhere AVX2 does */
+    CHECK_EQ_INT(attn_isa_supported(ATTN_ISA_AMX), attn_isa_supported(ATTN_ISA_AVX2));
+#else
+    CHECK(!attn_isa_supported(ATTN_ISA_AMX));
+#endif
 #ifdef ATTN_NO_SIMD
     CHECK_EQ_INT(best, ATTN_ISA_SCALAR);
 #endif
@@ -286,8 +299,9 @@ TEST(isa_detection_and_forced_isa) {
     int32_t cu[2] = {0, 1};
     attn_rows r = {q, ATTN_F32, 0}, ro = {o, ATTN_F32, 0};
     static char ws[1 << 16];
-    const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON};
-    for (int i = 0; i < 4; i++) {
+    const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
+                            ATTN_ISA_AMX};
+    for (int i = 0; i < 5; i++) {
         attn_exec e = tu_exec(all[i], 1);
         o[0] = 9.0f;
         attn_status want = attn_isa_supported(all[i]) ? ATTN_OK : ATTN_ERR_UNSUPPORTED;

@@ -160,8 +160,8 @@ static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
 }
 
 TEST(determinism_sdpa_threads_pools_permutations) {
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas), fails = 0;
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas), fails = 0;
     for (int k = 0; k < n_isa; k++) {
         fails += tdt_sdpa(isas[k], ATTN_F32, 5000 + (uint64_t)k);
         fails += tdt_sdpa(isas[k], ATTN_BF16, 5010 + (uint64_t)k);

@@ -141,9 +141,9 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
 
 TEST(guard_pages_sdpa) {
     if (!TG_GUARD) SKIP("no mmap");
-    attn_isa isas[4];
+    attn_isa isas[5];
     attn_gemm gemms[2];
-    int n_isa = tu_isas(isas), n_gemm = tu_gemms(gemms), fails = 0;
+    int n_isa = tu_isas_tiles(isas), n_gemm = tu_gemms(gemms), fails = 0;
     static const int Ds[] = {5, 24, 40, 64};
     for (int k = 0; k < n_isa; k++)
         for (int g = 0; g < n_gemm; g++)

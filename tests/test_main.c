@@ -2,6 +2,7 @@
    attn__ functions can be tested too. Usage: test_main [--list] [-v] [name-filter ...] */
 #define _DEFAULT_SOURCE  /* mmap (test_guard.c) and threads (test_determinism.c) under -std=c99 */
 #define ATTN_IMPLEMENTATION
+#define ATTN_TILES_EMULATE  /* ATTN_ISA_AMX everywhere: emulated tiles where the CPU has none */
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
 #include "attn_test.h"
@@ -38,5 +39,9 @@ static const attn_test_entry all_tests[] = {
 
 int main(int argc, char **argv) {
     printf("%s\n%s\n", attn_build_info(), attn_cpu_features());
+    /* which tiles ATTN_ISA_AMX ran on (the tile kernels of bf16 prefill) */
+    printf("tile backend: %s\n", !attn_isa_supported(ATTN_ISA_AMX) ? "none (ATTN_ISA_AMX not run)"
+           : strstr(attn_cpu_features(), "amx=yes") ? "amx (the CPU's tiles)"
+           : "emulated (this CPU has no usable AMX tiles)");
     return attn_test_run(all_tests, argc, argv);
 }

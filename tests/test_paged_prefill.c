@@ -31,8 +31,8 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     size_t n_out = (size_t)qsl[c.num_seqs] * row, esz = attn_dtype_size(c.act_dt);
     char *o1 = (char *)tu_alloc(n_out * esz + 1), *o2 = (char *)tu_alloc(n_out * esz + 1);
     float *l1 = (float *)tu_alloc(nq * 4), *l2 = (float *)tu_alloc(nq * 4);
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas);
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);
     attn_gemm gemms[2];
     int n_gemm = tu_gemms(gemms);
     for (int k = 0; k < n_isa * n_gemm; k++) {

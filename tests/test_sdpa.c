@@ -78,8 +78,8 @@ static attn_status ts_run(const ts_case *c, ts_data *d, const attn_exec *e, void
 /* Checks every ISA and thread count against the reference; returns the number of failures. */
 static int ts_check(const ts_case *c, uint64_t seed) {
     ts_data d;
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas), fails = 0;
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas), fails = 0;
     ts_make(c, seed, &d);
     int64_t Tq = d.cu_q[c->num_seqs];
     size_t n_out = (size_t)Tq * c->H * c->D, esz = attn_dtype_size(c->dt);
@@ -285,8 +285,8 @@ TEST(sdpa_bf16_value_cache) {
 /* A sequence's output does not depend on its neighbours in the batch (bitwise). */
 TEST(sdpa_sequence_alone_equals_in_batch) {
     int lq_batch[4] = {30, 77, 5, 64}, lk_batch[4] = {30, 90, 5, 64};
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas);
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);
     ts_case c; memset(&c, 0, sizeof c);
     c.H = 8; c.Hk = 2; c.D = 32; c.num_seqs = 4; c.lq = lq_batch; c.lk = lk_batch; c.causal = 1;
     c.alibi = 1; c.sinks = 1; c.dt = ATTN_BF16;
@@ -376,8 +376,8 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
 TEST(sdpa_isas_agree_on_a_nan_key) {
     int lq[1] = {9}, lk[1] = {9};
     float caps[2] = {0.0f, 20.0f};
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas);
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);
     for (int ci = 0; ci < 2; ci++) {
         ts_case c; memset(&c, 0, sizeof c);
         c.H = 2; c.Hk = 1; c.D = 16; c.num_seqs = 1; c.lq = lq; c.lk = lk; c.cap = caps[ci];

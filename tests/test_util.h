@@ -25,6 +25,15 @@ static int tu_isas(attn_isa *out) {
     return n;
 }
 
+/* The ISAs of tu_isas, then ATTN_ISA_AMX where it runs: the tile kernels of bf16 prefill on
+   real tiles, or emulated ones (the suite is built with ATTN_TILES_EMULATE). For the prefill
+   tests; out needs room for 5. */
+static int tu_isas_tiles(attn_isa *out) {
+    int n = tu_isas(out);
+    if (attn_isa_supported(ATTN_ISA_AMX)) out[n++] = ATTN_ISA_AMX;
+    return n;
+}
+
 /* The GEMM engines this build has: native, and oneDNN under ATTN_USE_ONEDNN. */
 static int tu_gemms(attn_gemm *out) {
     int n = 0;
