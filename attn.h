@@ -1534,6 +1534,7 @@ typedef struct attn__prefill_plan {
     int bf16_pairs;              /* bf16 q, k, v: eligible for the bf16 dot-product kernels */
     int tiles;                   /* ... and for the tile kernels (ATTN_ISA_AMX, D % 32 == 0) */
     int value_tiles;             /* whole key tiles of packed value pairs a thread keeps */
+    int key_rows;                /* keys the scratch holds a step (attn__prefill_scratch_layout) */
     /* ... or the paged cache */
     const char *key_cache, *value_cache;
     float k_scale, v_scale;
@@ -1578,29 +1579,31 @@ ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
     return at;
 }
 
-/* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size. */
+/* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size.
+   key_rows: keys per step, ATTN__KEY_TILE, or twice that where the tile kernels may run (they
+   take two key tiles a step); it sizes the scores and the key rows. */
 ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, int value_tiles,
-                                                  char *base,
+                                                  int key_rows, char *base,
                                                   attn__prefill_scratch *s) {
     char *c = base;
-    size_t rc = (size_t)rows_cap, f = sizeof(float);
+    size_t rc = (size_t)rows_cap, f = sizeof(float), kr = (size_t)key_rows;
     attn__prefill_scratch t;
     t.qt = (float *)attn__carve(&c, f * (size_t)D * rc);
-    t.s = (float *)attn__carve(&c, f * ATTN__KEY_TILE * rc);
+    t.s = (float *)attn__carve(&c, f * kr * rc);
     t.ot = (float *)attn__carve(&c, f * (size_t)Dp * rc);
     t.m = (float *)attn__carve(&c, f * rc);
     t.l = (float *)attn__carve(&c, f * rc);
     t.a = (float *)attn__carve(&c, f * rc);
     t.rel = (float *)attn__carve(&c, f * rc);
     t.slope = (float *)attn__carve(&c, f * rc);
-    t.kt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)D);
+    t.kt = (float *)attn__carve(&c, f * kr * (size_t)D);
     t.vt = (float *)attn__carve(&c, f * ATTN__KEY_TILE * (size_t)Dp);
     t.zero = (float *)attn__carve(&c, f * (size_t)Dp);
     t.rowblk = (float *)attn__carve(&c, f * ATTN__MAX_LANES * (size_t)attn__block_row_stride(D));
     t.krows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
     t.vrows = (const float **)attn__carve(&c, sizeof(float *) * ATTN__KEY_TILE);
-    t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
-    t.vrows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * ATTN__KEY_TILE);
+    t.krows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * kr);
+    t.vrows16 = (const uint16_t **)attn__carve(&c, sizeof(uint16_t *) * kr);
     t.vcache = NULL; t.vtiles = NULL;
     if (value_tiles > 0) {
         t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
@@ -2112,23 +2115,26 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv
-       attn__decode_dot2_pv_cols attn__decode_dot_keys attn__decode_dot_keys_reg
-       attn__decode_dots attn__decode_dots_heads attn__decode_even_odd attn__decode_fold
-       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_load
-       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_order
-       attn__decode_pairs attn__decode_partition attn__decode_parts_store attn__decode_parts_zero
-       attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16 attn__decode_pv
-       attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key attn__decode_reduce_parts
-       attn__decode_restore_order attn__decode_rows attn__decode_rows_of attn__decode_softmax
-       attn__decode_softmax_heads attn__decode_unpack_order attn__decode_wide_heads
-       attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32
-       attn__init_rows attn__load_outputs attn__load_queries attn__logits_of
-       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
-       attn__pv_dot2_micro attn__pv_micro attn__qk_dot2_micro attn__qk_micro attn__rescale_of
-       attn__softmax_lanes attn__store_rows attn__table attn__tile_outputs attn__tile_rows
-       attn__tile_rows16 attn__tile_scores attn__tile_value_pairs attn__to_f32
-       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
+       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
+       attn__decode_even_odd attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_in_place attn__decode_load attn__decode_load2 attn__decode_load_q
+       attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
+       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
+       attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
+       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
+       attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
+       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
+       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
+       attn__load_queries attn__logits_of attn__pack_value_cols attn__pack_value_pairs
+       attn__pack_values attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
+       attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
+       attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
+       attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
+       attn__tile_key_block attn__tile_outputs attn__tile_outputs_tiles attn__tile_rows
+       attn__tile_rows16 attn__tile_scores attn__tile_scores_tiles attn__tile_value_pairs
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
+       attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -2499,9 +2505,9 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
                                              attn__prefill_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
-    int Dp = attn__padded_dims(D);
-    size_t per_thread =
-        attn__align_up(attn__prefill_scratch_layout(rows_cap, D, Dp, value_tiles, NULL, NULL));
+    int Dp = attn__padded_dims(D), key_rows = c->tiles ? 2 * ATTN__KEY_TILE : ATTN__KEY_TILE;
+    size_t per_thread = attn__align_up(
+            attn__prefill_scratch_layout(rows_cap, D, Dp, value_tiles, key_rows, NULL, NULL));
 #ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
     if (c->gemm == ATTN_GEMM_ONEDNN)
         per_thread = attn__align_up(attn__dnnl_scratch_layout(rows_cap, D, Dp, NULL, NULL));
@@ -2514,6 +2520,7 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
         P->scratch = aligned + head;
         P->scratch_bytes = per_thread;
         P->value_tiles = value_tiles;
+        P->key_rows = key_rows;
     }
     return ATTN__ALIGN + head + per_thread * (size_t)c->threads;  /* + alignment slack */
 }
@@ -2583,7 +2590,7 @@ ATTN__PRIVATE void attn__value_caches_reset(const attn__prefill_plan *P, int thr
     attn__prefill_scratch sc;
     if (P->value_tiles == 0) return;
     for (int t = 0; t < threads; t++) {
-        attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
+        attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles, P->key_rows,
                                      P->scratch + (size_t)t * P->scratch_bytes, &sc);
         sc.vcache->seq = -1;
         sc.vcache->tiles = 0;
@@ -4202,8 +4209,10 @@ ATTN__PRIVATE void attn__pair_rows__avx2(uint32_t *dst, const uint16_t *a, const
 ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __m256 hi) {
     const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
     __m256i a = _mm256_castps_si256(lo), b = _mm256_castps_si256(hi);
-    a = _mm256_add_epi32(_mm256_add_epi32(a, half), _mm256_and_si256(_mm256_srli_epi32(a, 16), one));
-    b = _mm256_add_epi32(_mm256_add_epi32(b, half), _mm256_and_si256(_mm256_srli_epi32(b, 16), one));
+    a = _mm256_add_epi32(_mm256_add_epi32(a, half),
+                         _mm256_and_si256(_mm256_srli_epi32(a, 16), one));
+    b = _mm256_add_epi32(_mm256_add_epi32(b, half),
+                         _mm256_and_si256(_mm256_srli_epi32(b, 16), one));
     __m256i pair = _mm256_or_si256(_mm256_srli_epi32(a, 16),
                                    _mm256_and_si256(b, _mm256_set1_epi32((int)0xffff0000u)));
     _mm256_storeu_si256((__m256i *)(void *)dst, pair);
@@ -5055,9 +5064,10 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_values)(const attn__prefill_plan *P, int 
 
 /* The values of the tile at k0 (n keys), packed for the pair or (cols) the tile kernels. The
    query tiles of one (sequence, KV head) all walk its keys from 0 in the same whole tiles, so
-   a thread keeps the first value_tiles of them packed and every later item of that KV head reads them back (the same values: results
-   never depend on the cache); partial tiles and tiles past the cache are packed into scratch.
-   The tile's rows are where attn__tile_rows16 left them. */
+   a thread keeps the first value_tiles of them packed and every later item of that KV head
+   reads them back (the same values: results never depend on the cache); partial tiles and
+   tiles past the cache are packed into scratch (pairs: vt; columns: kt past its first
+   KEY_TILE / 2 * D words). The tile's rows are where attn__tile_rows16 left them. */
 ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefill_plan *P, int seq,
                                                                int g, int64_t k0, int n, int cols,
                                                                const attn__prefill_scratch *sc) {
@@ -5341,7 +5351,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_emu_dp)(ATTN__FN(attn__tile_file) *tf, in
     for (int k = 0; k < 16; k++) {
         for (int j = 0; j < 32; j++) bf[j] = attn_bf16_to_f32(B[k * 32 + j]);
         for (int m = 0; m < 16; m++) {
-            float a0 = attn_bf16_to_f32(A[m * 32 + 2 * k]), a1 = attn_bf16_to_f32(A[m * 32 + 2 * k + 1]);
+            float a0 = attn_bf16_to_f32(A[m * 32 + 2 * k]);
+            float a1 = attn_bf16_to_f32(A[m * 32 + 2 * k + 1]);
             for (int n = 0; n < 16; n++) C[m * 16 + n] += a0 * bf[2 * n] + a1 * bf[2 * n + 1];
         }
     }
@@ -5385,16 +5396,16 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *co
     ATTN__TILE_FENCE();
 }
 
-/* O^T += V^T . P^T for 2 blocks of 16 dims (value columns vc, [dims][KEY_TILE] bf16) by nr
-   (1 or 2) blocks of 16 rows (probability pairs p2, row stride rs), over `chunks` steps of 32
-   keys; on the outputs ot (stride rs). */
-ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_tiles)(const uint16_t *vc,
+/* O^T += V^T . P^T for 2 blocks of 16 dims by nr (1 or 2) blocks of 16 rows (probability
+   pairs p2, row stride rs), over `chunks` steps of 32 keys: steps 2t and 2t+1 read the value
+   columns vc[t] ([dims][KEY_TILE] bf16, from the first of the two dim blocks) of key tile t;
+   on the outputs ot (stride rs). */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_tiles)(const uint16_t *const *vc,
                                                               const uint32_t *p2, int rs, int nr,
                                                               int chunks, float *ot) {
     ATTN__FN(attn__tile_file) tf;
     size_t row = (size_t)rs * sizeof(float), vrow = ATTN__KEY_TILE * sizeof(uint16_t);
     float *ot2 = ot + (size_t)16 * rs;
-    const uint16_t *vc2 = vc + (size_t)16 * ATTN__KEY_TILE;
     (void)tf;
     ATTN__TILE_FENCE();
     ATTN__TLOAD(tf, 0, ot, row);
@@ -5405,9 +5416,10 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_tiles)(const uint16_t *vc
     }
     for (int c = 0; c < chunks; c++) {
         const uint32_t *p = p2 + (size_t)16 * c * rs;
+        const uint16_t *v = vc[c / 2] + 32 * (c % 2);
         ATTN__TLOAD(tf, 6, p, row);
-        ATTN__TLOAD(tf, 4, vc + 32 * c, vrow);
-        ATTN__TLOAD(tf, 5, vc2 + 32 * c, vrow);
+        ATTN__TLOAD(tf, 4, v, vrow);
+        ATTN__TLOAD(tf, 5, v + (size_t)16 * ATTN__KEY_TILE, vrow);
         ATTN__TDP(tf, 0, 4, 6);
         ATTN__TDP(tf, 2, 5, 6);
         if (nr > 1) {
@@ -5436,20 +5448,21 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill
     for (int i = 2; i < 16 && even; i++)
         even = (uintptr_t)rows[i] - (uintptr_t)rows[i - 1] == step;
     if (even) { *stride = (size_t)step; return rows[0]; }
-    for (int i = 0; i < 16; i++) memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
+    for (int i = 0; i < 16; i++)
+        memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
     *stride = sizeof(uint16_t) * (size_t)D;
     return pack;
 }
 
-/* Scores of one key tile on tiles: S^T for keys [k0, k0+n) by rows [0, rows_pad), rows_pad a
-   multiple of 16 (keys past n score 0 and are never read). */
+/* Scores of one step on tiles: S^T for keys [k0, k0+n), n <= 2 KEY_TILE, by rows [0,
+   rows_pad), rows_pad a multiple of 16 (keys past n score 0 and are never read). */
 ATTN__PRIVATE void ATTN__FN(attn__tile_scores_tiles)(const attn__prefill_plan *P, int seq, int g,
                                                      int64_t k0, int n, int rows_pad,
                                                      const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, D = P->D, blocks = (n + 15) / 16, b, rb;
-    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [KEY_TILE][D]: the first half of kt */
-    const uint16_t *kb[ATTN__KEY_TILE / 16];
-    size_t kst[ATTN__KEY_TILE / 16];
+    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [key_rows][D]: the first half of kt */
+    const uint16_t *kb[2 * ATTN__KEY_TILE / 16];
+    size_t kst[2 * ATTN__KEY_TILE / 16];
     ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
     for (b = 0; b < blocks; b++)
         kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
@@ -5471,11 +5484,14 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, 
     int D = P->D, Dp = P->Dp, valid = (n + 1) / 2, k2, d;
     ATTN__FN(attn__pack_value_pairs)(P, n, sc, (uint32_t *)(void *)sc->vt);
     for (k2 = 0; k2 < ATTN__KEY_TILE / 2; k2 += ATTN__L)
-        for (d = 0; d < D; d += ATTN__L)
-            ATTN__FN(attn__transpose_block)((const float *)(const void *)(pairs + (size_t)k2 * Dp + d),
-                                            (size_t)Dp, ATTN__MAX(0, ATTN__MIN(ATTN__L, valid - k2)),
-                                            (float *)(void *)(dst + (size_t)d * (ATTN__KEY_TILE / 2) + k2),
-                                            ATTN__KEY_TILE / 2, ATTN__L, NULL);
+        for (d = 0; d < D; d += ATTN__L) {
+            const uint32_t *from = pairs + (size_t)k2 * Dp + d;
+            uint32_t *to = dst + (size_t)d * (ATTN__KEY_TILE / 2) + k2;
+            ATTN__FN(attn__transpose_block)((const float *)(const void *)from, (size_t)Dp,
+                                            ATTN__MAX(0, ATTN__MIN(ATTN__L, valid - k2)),
+                                            (float *)(void *)to, ATTN__KEY_TILE / 2, ATTN__L,
+                                            NULL);
+        }
 }
 
 /* O = O * alpha for the rows whose factor is not 1 (a vector of rows at a time). */
@@ -5493,22 +5509,34 @@ ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *
     }
 }
 
-/* Outputs after one key tile on tiles: O = O * alpha + P . V over its n keys (vc: the values
-   as columns). Pairs of probabilities past the tile's keys, up to a whole 32-key step, are
-   zeroed first: the products read them. */
-ATTN__PRIVATE void ATTN__FN(attn__tile_outputs_tiles)(const attn__prefill_plan *P, int n,
-                                                      int rows_pad, const uint16_t *vc,
+/* Outputs after one step on tiles: O = O * alpha + P . V over its n keys (two key tiles at
+   most), their values packed as columns first (each key tile's, cached or in the scratch's kt
+   past the first KEY_TILE / 2 * D words: the keys' packing there is done with). Pairs of
+   probabilities past the keys, up to a whole 32-key step, are zeroed: the products read them. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_outputs_tiles)(const attn__prefill_plan *P, int seq, int g,
+                                                      int64_t k0, int n, int rows_pad,
                                                       const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, D = P->D, pairs = (n + 1) / 2, chunks = (pairs + 15) / 16, c2, d, rb;
     uint32_t *p2 = (uint32_t *)(void *)sc->s;
+    const uint16_t *vc[2] = {NULL, NULL};
+    for (int t = 0; t * ATTN__KEY_TILE < n; t++) {  /* key tile t: its rows from vrows16[64 t] */
+        attn__prefill_scratch half = *sc;
+        half.vrows16 += t * ATTN__KEY_TILE;
+        half.kt += (size_t)t * (ATTN__KEY_TILE / 2) * D;
+        int nt = ATTN__MIN(ATTN__KEY_TILE, n - t * ATTN__KEY_TILE);
+        vc[t] = (const uint16_t *)(const void *)ATTN__FN(attn__tile_value_pairs)(
+                P, seq, g, k0 + t * ATTN__KEY_TILE, nt, 1, &half);
+    }
     for (c2 = pairs; c2 < 16 * chunks; c2++)
         memset(p2 + (size_t)c2 * rs, 0, sizeof(uint32_t) * (size_t)rows_pad);
     ATTN__FN(attn__rescale_outputs)(sc, rs, D, rows_pad);
-    for (d = 0; d < D; d += 32)
+    for (d = 0; d < D; d += 32) {
+        const uint16_t *vd[2] = {vc[0] + (size_t)d * ATTN__KEY_TILE,
+                                 vc[1] ? vc[1] + (size_t)d * ATTN__KEY_TILE : NULL};
         for (rb = 0; rb < rows_pad; rb += 32)
-            ATTN__FN(attn__pv_tiles)(vc + (size_t)d * ATTN__KEY_TILE, p2 + rb, rs,
-                                     ATTN__MIN(2, (rows_pad - rb) / 16), chunks,
+            ATTN__FN(attn__pv_tiles)(vd, p2 + rb, rs, ATTN__MIN(2, (rows_pad - rb) / 16), chunks,
                                      sc->ot + (size_t)d * rs + rb);
+    }
 }
 #undef ATTN__TLOAD
 #undef ATTN__TSTORE
@@ -5520,15 +5548,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_outputs_tiles)(const attn__prefill_plan *
 /* Scores of one tile: S[c][r] for keys [k0, k0+n) by rows [0, rows_pad). */
 ATTN__PRIVATE void ATTN__FN(attn__tile_scores)(const attn__prefill_plan *P, int seq, int g,
                                                int64_t k0, int n, int rows_pad, int pairs,
-                                               int tiles, const attn__prefill_scratch *sc) {
+                                               const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, ncols = (n + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, c0;
-#if ATTN__HAS_TILES
-    if (tiles) {
-        ATTN__FN(attn__tile_scores_tiles)(P, seq, g, k0, n, rows_pad, sc);
-        return;
-    }
-#endif
-    (void)tiles;
 #if ATTN__HAS_DOT2
     if (pairs) {
         ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, ncols, sc);
@@ -5556,19 +5577,11 @@ ATTN__PRIVATE const float *ATTN__FN(attn__rescale_of)(const attn__prefill_scratc
 }
 
 /* Outputs after one tile: O = O * alpha + P . V over the tile's n keys; vt2: the tile's value
-   pairs for the pair kernels (with `tiles`, its value columns for the tile kernels), NULL for
-   the f32 ones. */
+   pairs for the pair kernels, NULL for the f32 ones. */
 ATTN__PRIVATE void ATTN__FN(attn__tile_outputs)(const attn__prefill_plan *P, int n, int rows_pad,
-                                                const uint32_t *vt2, int tiles,
+                                                const uint32_t *vt2,
                                                 const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, Dm = (P->D + ATTN__MR - 1) / ATTN__MR * ATTN__MR, rb, d0;
-#if ATTN__HAS_TILES
-    if (tiles) {
-        ATTN__FN(attn__tile_outputs_tiles)(P, n, rows_pad, (const uint16_t *)(const void *)vt2, sc);
-        return;
-    }
-#endif
-    (void)tiles;
 #if ATTN__HAS_DOT2
     if (vt2) {
         for (rb = 0; rb < rows_pad; rb += ATTN__NR) {
@@ -5614,27 +5627,38 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     int quantum = on_tiles ? 16 : ATTN__NR;  /* tiles take rows 16 at a time */
     int rows_pad = (rows + quantum - 1) / quantum * quantum;
 
-    attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles,
+    attn__prefill_scratch_layout(P->rows_cap, P->D, P->Dp, P->value_tiles, P->key_rows,
                                  P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     ATTN__FN(attn__load_queries)(P, g, qs + i0, rows, rows_pad, pairs, &sc);
 #if ATTN__HAS_TILES
     if (on_tiles) ATTN__FN(attn__tiles_begin)();
 #endif
     attn__visible_keys(&P->logits, pos0, pmax, Lk, &kbeg, &kend);
-    for (k0 = kbeg; k0 < kend; k0 += ATTN__KEY_TILE) {
-        int n = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0);
-        int next = (int)ATTN__MIN((int64_t)ATTN__KEY_TILE, kend - k0 - n);
+    int step = on_tiles ? P->key_rows : ATTN__KEY_TILE;  /* tiles: two key tiles a step */
+    for (k0 = kbeg; k0 < kend; k0 += step) {
+        int n = (int)ATTN__MIN((int64_t)step, kend - k0);
+        int next = (int)ATTN__MIN((int64_t)step, kend - k0 - n);
         ATTN__FN(attn__prefetch_tile)(P, seq, g, k0 + n, next);
-        ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, on_tiles, &sc);
+#if ATTN__HAS_TILES
+        if (on_tiles) ATTN__FN(attn__tile_scores_tiles)(P, seq, g, k0, n, rows_pad, &sc);
+        else
+#endif
+            ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)
             ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
                                           ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
+#if ATTN__HAS_TILES
+        if (on_tiles) {
+            ATTN__FN(attn__tile_outputs_tiles)(P, seq, g, k0, n, rows_pad, &sc);
+            continue;
+        }
+#endif
         const uint32_t *vt2 = NULL;
 #if ATTN__HAS_PAIRS
-        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, on_tiles, &sc);
+        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, 0, &sc);
 #endif
-        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, on_tiles, &sc);
+        ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, &sc);
     }
 #if ATTN__HAS_TILES
     if (on_tiles) ATTN__FN(attn__tiles_end)();

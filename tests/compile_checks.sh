@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds attn.h the ways users will: as C++, as strict C99, a declarations-only unit linked with
 # the implementation unit, ATTN_STATIC in two units of one program, the decode tests under
-# ATTN_NO_FP8_KERNELS; and checks attn.h's map of itself (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
+# ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX); and checks attn.h's
+# map of itself (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
 check() {  # name, command...
@@ -22,6 +23,8 @@ check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c
 check header_map_matches_code sh tests/house.sh attn.h
 check decode_tests_without_fp8_kernels sh -c "$CC $W -O2 -DATTN_NO_FP8_KERNELS -I. tests/test_main.c \
     -o $B/test_no_fp8 -lm && $B/test_no_fp8 decode fp8 paged forward build_info"
+check tests_without_amx sh -c "$CC $W -O2 -DATTN_NO_AMX -I. tests/test_main.c \
+    -o $B/test_no_amx -lm && $B/test_no_amx isa_ sdpa_bf16 build_info"
 if command -v clang >/dev/null 2>&1; then
     check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
     check clang_c99_pedantic_unoptimised_O0 sh -c "clang $W -O0 -I. $B/impl.c $B/decl.c -o $B/clang_c_O0 -lm && $B/clang_c_O0"

@@ -32,6 +32,11 @@ TEST(version_and_build_info) {
 #else
     CHECK(strstr(attn_build_info(), "fp8_kernels") == NULL);
 #endif
+#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+    CHECK(strstr(attn_build_info(), ",amx") != NULL);
+#else
+    CHECK(strstr(attn_build_info(), "amx") == NULL);
+#endif
 }
 
 TEST(dtype_sizes_and_names) {
@@ -283,11 +288,11 @@ TEST(isa_detection_and_forced_isa) {
 #ifndef __aarch64__
     CHECK(strstr(attn_cpu_features(), real_tiles ? "amx=yes" : "amx=no") != NULL);
 #endif
-#if !defined(ATTN_NO_SIMD) && !defined(__aarch64__)
+#if defined(ATTN__HAVE_TILE_EMULATION)
     /* this suite is built with ATTN_TILES_EMULATE: tiles run anywhere AVX2 does */
     CHECK_EQ_INT(attn_isa_supported(ATTN_ISA_AMX), attn_isa_supported(ATTN_ISA_AVX2));
-#else
-    CHECK(!attn_isa_supported(ATTN_ISA_AMX));
+#elif !defined(ATTN__HAVE_AMX)
+    CHECK(!attn_isa_supported(ATTN_ISA_AMX));  /* ATTN_NO_AMX, no SIMD, or not x86 */
 #endif
 #ifdef ATTN_NO_SIMD
     CHECK_EQ_INT(best, ATTN_ISA_SCALAR);

@@ -101,17 +101,18 @@ TEST(fuzz_found_forward_negative_table_stride) {
     md.num_prefills = 1; md.num_prefill_tokens = 1; md.num_decode_tokens = 1;
     md.seq_lens = seq_lens; md.query_start_loc = qsl; md.block_tables = tables;
     attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+    attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);  /* the workspace below fits two threads */
     static char ws[1 << 20];
     for (int stride = -3; stride <= 0; stride++) {
         md.max_blocks_per_seq = stride;
-        attn_status st = attn_forward(&L, NULL, rq, rk, rk, &c, &md, ro, ws, sizeof ws);
+        attn_status st = attn_forward(&L, &e, rq, rk, rk, &c, &md, ro, ws, sizeof ws);
         CHECK(st == ATTN_ERR_INVALID_ARG || st == ATTN_ERR_OUT_OF_RANGE);
         CHECK(memcmp(out, before, sizeof out) == 0);
     }
     md.max_blocks_per_seq = 1;
-    size_t need = attn_forward_workspace_size(&L, &md, NULL);
+    size_t need = attn_forward_workspace_size(&L, &md, &e);
     CHECK(need > 0 && need <= sizeof ws);
-    CHECK_EQ_INT(attn_forward(&L, NULL, rq, rk, rk, &c, &md, ro, ws, sizeof ws), ATTN_OK);
+    CHECK_EQ_INT(attn_forward(&L, &e, rq, rk, rk, &c, &md, ro, ws, sizeof ws), ATTN_OK);
 }
 
 #define TEST_FUZZ_FOUND_LIST                                                                      \
