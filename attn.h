@@ -101,7 +101,9 @@
        them again. The same values either way: results do not depend on it. The size queries
        see no dtypes, and attn_forward's no cache, so on such a CPU they count this for f32 and
        f16 calls too, and attn_forward's for caches that are not bf16 with unit scales;
-       exec.f32_probs = 1, which changes nothing else for those calls, leaves it out.
+       exec.f32_probs = 1, which changes nothing else for those calls, leaves it out. On
+       ATTN_ISA_AMX (below) the same tiles hold each dim's keys in order instead (as the tiles
+       read them), and each thread's scratch holds two key tiles' scores and key rows.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -115,6 +117,19 @@
        relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
        vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
        f32 keys and values are read in place, never packed.
+   AMX (ATTN_ISA_AMX; x86-64 Linux, GCC 11 / Clang 12 or later; ATTN_NO_AMX compiles it out)
+       The AVX-512 ISA plus the AMX-BF16 tile units of Intel Xeons (Sapphire Rapids and later):
+       chosen by ATTN_ISA_AUTO where cpuid shows AMX-TILE and AMX-BF16, the OS enables tile
+       state (XCR0) and Linux grants this process the tile data (arch_prctl
+       ARCH_REQ_XCOMP_PERM, asked once at CPU detection); refused or elsewhere, AUTO stays on
+       AVX-512 without a word, and attn_cpu_features says amx=no. Forcing ATTN_ISA_AVX512
+       keeps tiles off. On tiles: Q.K and P.V of bf16 prefill (attn_sdpa, attn_paged_prefill,
+       attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) and a head
+       size that is a multiple of 32, two 64-key tiles a step, the softmax on AVX-512 between
+       the products; everything else runs as on AVX-512. Each item configures the tiles on the
+       thread that runs it and releases them (OpenMP or a caller's pool). ATTN_TILES_EMULATE
+       (for tests) runs the same tile kernels on emulated tiles over the AVX2 pass on any AVX2
+       CPU without tiles; the suite defines it.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -123,7 +138,9 @@
        exact products of the stored values; the softmax is f32; the probabilities are rounded
        to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
        the bf16 output's own rounding - while the denominator and lse use the unrounded f32
-       values. exec.f32_probs = 1 keeps such calls on the f32 kernels. exp() is within 2.1 ulp.
+       values. exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
+       follow the same rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded
+       to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). exp() is within 2.1 ulp.
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -147,6 +164,9 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.0  (2026-11-26)  ATTN_ISA_AMX: bf16 prefill on AMX tiles (ATTN_NO_AMX,
+                            ATTN_TILES_EMULATE); attn_cpu_features reports amx; ATTN_ISA_COUNT
+                            moved up by one
        0.3.0  (2026-11-26)  batch builder (attn_batch_build); copy-on-write pairs and declared
                             counts in attn_metadata, applied and checked by attn_forward;
                             exec.error_msg; ATTN_NO_FP8_KERNELS; attn_exec and attn_metadata
@@ -184,9 +204,9 @@
 #include <stdint.h>
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 3
+#define ATTN_VERSION_MINOR 4
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.3.0"
+#define ATTN_VERSION_STRING "0.4.0"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -365,8 +385,8 @@ ATTNDEF attn_isa attn_best_isa(void);
 /* 1 when the ISA is compiled in and the CPU (and OS) support it. ATTN_ISA_AUTO counts as 1. */
 ATTNDEF int attn_isa_supported(attn_isa isa);
 ATTNDEF const char *attn_isa_name(attn_isa isa);   /* "auto", "scalar", "avx2", ...; never NULL */
-/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes" (on aarch64
-   "neon=yes"). Static string. */
+/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes amx=no" (on
+   aarch64 "neon=yes"); amx=yes means usable tiles (the OS granted them). Static string. */
 ATTNDEF const char *attn_cpu_features(void);
 /* Threads a call with this exec will use (>= 1). */
 ATTNDEF int attn_exec_threads(const attn_exec *exec);
