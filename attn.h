@@ -2151,10 +2151,9 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
-       attn__tile_key_block attn__tile_outputs attn__tile_outputs_tiles attn__tile_rows
-       attn__tile_rows16 attn__tile_scores attn__tile_scores_tiles attn__tile_value_pairs
-       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
-       attn__vtanh */
+       attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16 attn__tile_scores
+       attn__tile_step attn__tile_value_pairs attn__tiles_begin attn__tiles_end attn__to_f32
+       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -5474,26 +5473,6 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill
     return pack;
 }
 
-/* Scores of one step on tiles: S^T for keys [k0, k0+n), n <= 2 KEY_TILE, by rows [0,
-   rows_pad), rows_pad a multiple of 16 (keys past n score 0 and are never read). */
-ATTN__PRIVATE void ATTN__FN(attn__tile_scores_tiles)(const attn__prefill_plan *P, int seq, int g,
-                                                     int64_t k0, int n, int rows_pad,
-                                                     const attn__prefill_scratch *sc) {
-    int rs = P->rows_cap, D = P->D, blocks = (n + 15) / 16, b, rb;
-    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [key_rows][D]: the first half of kt */
-    const uint16_t *kb[2 * ATTN__KEY_TILE / 16];
-    size_t kst[2 * ATTN__KEY_TILE / 16];
-    ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
-    for (b = 0; b < blocks; b++)
-        kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
-    for (b = 0; b < blocks; b += 2)
-        for (rb = 0; rb < rows_pad; rb += 32)
-            ATTN__FN(attn__qk_tiles)(kb + b, kst + b, ATTN__MIN(2, blocks - b),
-                                     (const uint32_t *)(const void *)sc->qt + rb, rs,
-                                     ATTN__MIN(2, (rows_pad - rb) / 16), D,
-                                     sc->s + (size_t)16 * b * rs + rb);
-}
-
 /* The tile's n values as columns for the output tiles, dst [D][KEY_TILE] bf16 (row d: the keys
    in order, so pairs of keys per 32-bit word; keys past n are 0): the pair path's value pairs
    (in vt) transposed as 32-bit words. */
@@ -5514,10 +5493,11 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, 
         }
 }
 
-/* O = O * alpha for the rows whose factor is not 1 (a vector of rows at a time). */
+/* O = O * alpha for the rows [r_begin, r_end) whose factor is not 1, a vector of rows at a
+   time. */
 ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *sc, int rs, int D,
-                                                   int rows_pad) {
-    for (int r0 = 0; r0 < rows_pad; r0 += ATTN__L) {
+                                                   int r_begin, int r_end) {
+    for (int r0 = r_begin; r0 < r_end; r0 += ATTN__L) {
         int i = 0;
         while (i < ATTN__L && sc->a[r0 + i] == 1.0f) i++;
         if (i == ATTN__L) continue;  /* x * 1 is x: skipping changes no bit */
@@ -5529,33 +5509,59 @@ ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *
     }
 }
 
-/* Outputs after one step on tiles: O = O * alpha + P . V over its n keys (two key tiles at
-   most), their values packed as columns first (each key tile's, cached or in the scratch's kt
-   past the first KEY_TILE / 2 * D words: the keys' packing there is done with). Pairs of
-   probabilities past the keys, up to a whole 32-key step, are zeroed: the products read them. */
-ATTN__PRIVATE void ATTN__FN(attn__tile_outputs_tiles)(const attn__prefill_plan *P, int seq, int g,
-                                                      int64_t k0, int n, int rows_pad,
-                                                      const attn__prefill_scratch *sc) {
-    int rs = P->rows_cap, D = P->D, pairs = (n + 1) / 2, chunks = (pairs + 15) / 16, c2, d, rb;
+/* One step on tiles: keys [k0, k0+n), n <= 2 KEY_TILE, for the rows [0, rows_pad) (a multiple
+   of 16) of an item whose first query is at pos0. First the keys' rows for the score tiles
+   (in place, or packed into the first half of kt) and the values as columns (each key tile's,
+   cached, or packed into the second half of kt). Then, a pair of row blocks (32 rows) at a
+   time, software-pipelined: the scores of pair r go to the tiles, then the softmax of pair
+   r - 1 runs on the vector units while the tiles work, then that pair's outputs: O = O * alpha
+   + P . V, after zeroing the pairs of probabilities past the keys up to a whole 32-key step
+   (the products read them). Each row's stages keep their order and rows never mix, so the
+   results are those of running the stages one after another. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int seq, int g,
+                                             int64_t k0, int n, int rows_pad, int64_t pos0,
+                                             const attn__prefill_scratch *sc) {
+    int rs = P->rows_cap, D = P->D, blocks = (n + 15) / 16, pairs = (n + 1) / 2;
+    int chunks = (pairs + 15) / 16, groups = (rows_pad + 31) / 32, b, t, r;
+    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [key_rows][D]: the first half of kt */
     uint32_t *p2 = (uint32_t *)(void *)sc->s;
-    const uint16_t *vc[2] = {NULL, NULL};
-    for (int t = 0; t * ATTN__KEY_TILE < n; t++) {  /* key tile t: its rows from vrows16[64 t] */
+    const uint16_t *kb[2 * ATTN__KEY_TILE / 16], *vc[2] = {NULL, NULL};
+    size_t kst[2 * ATTN__KEY_TILE / 16];
+    ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
+    for (b = 0; b < blocks; b++)
+        kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
+    for (t = 0; t * ATTN__KEY_TILE < n; t++) {  /* key tile t: its rows from vrows16[64 t] */
         attn__prefill_scratch half = *sc;
-        half.vrows16 += t * ATTN__KEY_TILE;
-        half.kt += (size_t)t * (ATTN__KEY_TILE / 2) * D;
         int nt = ATTN__MIN(ATTN__KEY_TILE, n - t * ATTN__KEY_TILE);
+        half.vrows16 += t * ATTN__KEY_TILE;
+        half.kt += (size_t)(t + 1) * (ATTN__KEY_TILE / 2) * D;  /* uncached: kt + 64 D + 32 D t */
         vc[t] = (const uint16_t *)(const void *)ATTN__FN(attn__tile_value_pairs)(
                 P, seq, g, k0 + t * ATTN__KEY_TILE, nt, 1, &half);
     }
-    for (c2 = pairs; c2 < 16 * chunks; c2++)
-        memset(p2 + (size_t)c2 * rs, 0, sizeof(uint32_t) * (size_t)rows_pad);
-    ATTN__FN(attn__rescale_outputs)(sc, rs, D, rows_pad);
-    for (d = 0; d < D; d += 32) {
-        const uint16_t *vd[2] = {vc[0] + (size_t)d * ATTN__KEY_TILE,
-                                 vc[1] ? vc[1] + (size_t)d * ATTN__KEY_TILE : NULL};
-        for (rb = 0; rb < rows_pad; rb += 32)
-            ATTN__FN(attn__pv_tiles)(vd, p2 + rb, rs, ATTN__MIN(2, (rows_pad - rb) / 16), chunks,
-                                     sc->ot + (size_t)d * rs + rb);
+    for (r = 0; r <= groups; r++) {
+        if (r < groups) {  /* scores of row pair r */
+            int rb = 32 * r, nr = ATTN__MIN(2, (rows_pad - rb) / 16);
+            for (b = 0; b < blocks; b += 2)
+                ATTN__FN(attn__qk_tiles)(kb + b, kst + b, ATTN__MIN(2, blocks - b),
+                                         (const uint32_t *)(const void *)sc->qt + rb, rs, nr, D,
+                                         sc->s + (size_t)16 * b * rs + rb);
+        }
+        if (r > 0) {  /* softmax and outputs of row pair r - 1 */
+            int r0 = 32 * (r - 1), r1 = ATTN__MIN(r0 + 32, rows_pad), rb, c2, d;
+            for (rb = r0; rb < r1; rb += ATTN__L)
+                ATTN__FN(attn__softmax_lanes)(P, sc->s + rb, rs, n, (float)(k0 - pos0),
+                                              ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
+                                              P->q_mul, 1, sc, rb);
+            for (c2 = pairs; c2 < 16 * chunks; c2++)
+                memset(p2 + (size_t)c2 * rs + r0, 0, sizeof(uint32_t) * (size_t)(r1 - r0));
+            ATTN__FN(attn__rescale_outputs)(sc, rs, D, r0, r1);
+            for (d = 0; d < D; d += 32) {
+                const uint16_t *vd[2] = {vc[0] + (size_t)d * ATTN__KEY_TILE,
+                                         vc[1] ? vc[1] + (size_t)d * ATTN__KEY_TILE : NULL};
+                ATTN__FN(attn__pv_tiles)(vd, p2 + r0, rs, (r1 - r0) / 16, chunks,
+                                         sc->ot + (size_t)d * rs + r0);
+            }
+        }
     }
 }
 #undef ATTN__TLOAD
@@ -5660,20 +5666,16 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
         int next = (int)ATTN__MIN((int64_t)step, kend - k0 - n);
         ATTN__FN(attn__prefetch_tile)(P, seq, g, k0 + n, next);
 #if ATTN__HAS_TILES
-        if (on_tiles) ATTN__FN(attn__tile_scores_tiles)(P, seq, g, k0, n, rows_pad, &sc);
-        else
+        if (on_tiles) {
+            ATTN__FN(attn__tile_step)(P, seq, g, k0, n, rows_pad, pos0, &sc);
+            continue;
+        }
 #endif
-            ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
+        ATTN__FN(attn__tile_scores)(P, seq, g, k0, n, rows_pad, pairs, &sc);
         for (rb = 0; rb < rows_pad; rb += ATTN__L)
             ATTN__FN(attn__softmax_lanes)(P, sc.s + rb, P->rows_cap, n, (float)(k0 - pos0),
                                           ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
-#if ATTN__HAS_TILES
-        if (on_tiles) {
-            ATTN__FN(attn__tile_outputs_tiles)(P, seq, g, k0, n, rows_pad, &sc);
-            continue;
-        }
-#endif
         const uint32_t *vt2 = NULL;
 #if ATTN__HAS_PAIRS
         if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, 0, &sc);
