@@ -286,6 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                               : c.causal,
                               lq[s], lens[s], qs, o, l);
             }
+            fz_probs_rounded(e, c.q.r.dtype, c.op == OP_SDPA ? c.k.r.dtype : kc.fc.made.dtype);
             if (out_i >= 0) fz_rows_check(&c.out, outs.copy[out_i], want, Tq, name);
             if (c.lse) fz_check_lse(c.lse, want_lse, Tq * H, name);
             free(want); free(want_lse);
