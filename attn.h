@@ -124,12 +124,13 @@
        ARCH_REQ_XCOMP_PERM, asked once at CPU detection); refused or elsewhere, AUTO stays on
        AVX-512 without a word, and attn_cpu_features says amx=no. Forcing ATTN_ISA_AVX512
        keeps tiles off. On tiles: Q.K and P.V of bf16 prefill (attn_sdpa, attn_paged_prefill,
-       attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) and a head
-       size that is a multiple of 32, two 64-key tiles a step, the softmax on AVX-512 between
-       the products; everything else runs as on AVX-512. Each item configures the tiles on the
-       thread that runs it and releases them (OpenMP or a caller's pool). ATTN_TILES_EMULATE
-       (for tests) runs the same tile kernels on emulated tiles over the AVX2 pass on any AVX2
-       CPU without tiles; the suite defines it.
+       attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) or an fp8 cache
+       (its values are exact in bf16: the key scale goes onto the scores, the value scale onto
+       the outputs) and a head size that is a multiple of 32, two 64-key tiles a step, the
+       softmax on AVX-512 between the products; everything else runs as on AVX-512. Each item
+       configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
+       pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
+       the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -1552,7 +1553,8 @@ typedef struct attn__prefill_plan {
     const char *k, *v; attn_dtype kv_dtype; int64_t k_stride, v_stride;
     const int32_t *k_start;      /* [num_seqs+1] key row offsets (rows source) */
     int bf16_pairs;              /* bf16 q, k, v: eligible for the bf16 dot-product kernels */
-    int tiles;                   /* ... and for the tile kernels (ATTN_ISA_AMX, D % 32 == 0) */
+    int tiles;                   /* bf16 q, k, v (or an fp8 cache), D % 32 == 0, ATTN_ISA_AMX: the
+                                    tile kernels */
     int value_tiles;             /* whole key tiles of packed value pairs a thread keeps */
     int key_rows;                /* keys the scratch holds a step (attn__prefill_scratch_layout) */
     /* ... or the paged cache */
@@ -2151,9 +2153,10 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
-       attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16 attn__tile_scores
-       attn__tile_step attn__tile_value_pairs attn__tiles_begin attn__tiles_end attn__to_f32
-       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_value_pairs
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
+       attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -2717,8 +2720,10 @@ ATTN__PRIVATE attn_status attn__prefill_plan_fill(attn__prefill_plan *P, const a
     /* the pair kernels: bf16 queries, keys and values (a bf16 cache has unit scales), even D */
     P->bf16_pairs =
         c->pairs && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 2 == 0;
-    /* the tile kernels: the same inputs, D in whole 32-dim tile rows */
-    P->tiles = c->tiles && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 32 == 0;
+    /* the tile kernels: bf16 queries over bf16 keys and values or an fp8 cache (its values are
+       exact in bf16; the scales go onto the scores and the outputs), D in whole 32-dim rows */
+    P->tiles = c->tiles && P->q_dtype == ATTN_BF16 && P->D % 32 == 0 &&
+               (P->kv_dtype == ATTN_BF16 || attn__is_fp8(P->kv_dtype));
     return ATTN_OK;
 }
 
@@ -5253,10 +5258,11 @@ ATTN__PRIVATE void ATTN__FN(attn__load_queries)(const attn__prefill_plan *P, int
     ATTN__FN(attn__init_rows)(P, g, rows, rows_pad, sc);
 }
 
-/* Writes an item's finished rows, L at a time: out = O / l (0 when no key is visible),
-   lse = m + log(l). pos0 is the first row's query position. */
+/* Writes an item's finished rows, L at a time: out = O * out_mul / l (0 when no key is
+   visible; out_mul: the value scale the tile kernels leave out, else 1), lse = m + log(l).
+   pos0 is the first row's query position. */
 ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g, int64_t t0,
-                                              int64_t pos0, int64_t Lk, int rows,
+                                              int64_t pos0, int64_t Lk, int rows, float out_mul,
                                               const attn__prefill_scratch *sc) {
     int G = P->G, D = P->D, rs = P->rows_cap, r0, i, d;
     size_t osz = attn_dtype_size(P->out_dtype), stride = (size_t)attn__block_row_stride(D);
@@ -5267,6 +5273,7 @@ ATTN__PRIVATE void ATTN__FN(attn__store_rows)(const attn__prefill_plan *P, int g
         for (i = 0; i < n; i++) {
             has_keys[i] = attn__sees_keys(&T, pos0 + (r0 + i) / G, Lk);
             inv[i] = has_keys[i] ? 1.0f / sc->l[r0 + i] : 0.0f;
+            if (out_mul != 1.0f) inv[i] *= out_mul;
         }
         for (d = 0; d < D; d += ATTN__L)  /* rows back from lanes (rows_cap covers r0 + L) */
             ATTN__FN(attn__transpose_block)(sc->ot + (size_t)d * rs + r0, (size_t)rs,
@@ -5456,6 +5463,21 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__pv_tiles)(const uint16_t *co
     ATTN__TILE_FENCE();
 }
 
+/* fp8 cache rows as bf16 (exact: every e4m3 and e5m2 value is a bf16 value), unscaled: rows
+   [c0, c1) of the tile's row pointers are converted into dst ([c1 - c0][D]) through f32 in the
+   scratch's row block and pointed there. */
+ATTN__PRIVATE void ATTN__FN(attn__tile_rows_to_bf16)(const attn__prefill_plan *P,
+                                                     const uint16_t **rows, int c0, int c1,
+                                                     uint16_t *dst,
+                                                     const attn__prefill_scratch *sc) {
+    for (int c = c0; c < c1; c++) {
+        uint16_t *to = dst + (size_t)(c - c0) * P->D;
+        ATTN__FN(attn__to_f32)(sc->rowblk, rows[c], P->kv_dtype, P->D, 1.0f);
+        ATTN__FN(attn__from_f32)(to, ATTN_BF16, sc->rowblk, P->D);
+        rows[c] = to;
+    }
+}
+
 /* Where the 16 keys from key c0 of the tile are for a tile load: in place when their rows are
    evenly spaced (dense rows, a block of the paged cache), else copied into pack ([16][D]). */
 ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill_scratch *sc,
@@ -5467,20 +5489,26 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill
     for (int i = 2; i < 16 && even; i++)
         even = (uintptr_t)rows[i] - (uintptr_t)rows[i - 1] == step;
     if (even) { *stride = (size_t)step; return rows[0]; }
-    for (int i = 0; i < 16; i++)
-        memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
+    for (int i = 0; i < 16; i++)  /* rows made bf16 in pack already sit where they go */
+        if (rows[i] != pack + (size_t)i * D)
+            memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
     *stride = sizeof(uint16_t) * (size_t)D;
     return pack;
 }
 
 /* The tile's n values as columns for the output tiles, dst [D][KEY_TILE] bf16 (row d: the keys
    in order, so pairs of keys per 32-bit word; keys past n are 0): the pair path's value pairs
-   (in vt) transposed as 32-bit words. */
+   (in vt) transposed as 32-bit words. fp8 values are made bf16 first, unscaled (v_scale goes
+   onto the outputs). */
 ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, int n,
                                                    const attn__prefill_scratch *sc,
                                                    uint32_t *dst) {
     const uint32_t *pairs = (const uint32_t *)(const void *)sc->vt;
     int D = P->D, Dp = P->Dp, valid = (n + 1) / 2, k2, d;
+    if (P->kv_dtype != ATTN_BF16) {  /* fp8: the rows as bf16 in vt past the pairs' half */
+        uint16_t *rows = (uint16_t *)(void *)(sc->vt + (size_t)ATTN__KEY_TILE / 2 * Dp);
+        ATTN__FN(attn__tile_rows_to_bf16)(P, sc->vrows16, 0, n, rows, sc);
+    }
     ATTN__FN(attn__pack_value_pairs)(P, n, sc, (uint32_t *)(void *)sc->vt);
     for (k2 = 0; k2 < ATTN__KEY_TILE / 2; k2 += ATTN__L)
         for (d = 0; d < D; d += ATTN__L) {
@@ -5527,7 +5555,10 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
     uint32_t *p2 = (uint32_t *)(void *)sc->s;
     const uint16_t *kb[2 * ATTN__KEY_TILE / 16], *vc[2] = {NULL, NULL};
     size_t kst[2 * ATTN__KEY_TILE / 16];
+    float score_mul = P->q_mul * P->k_scale;  /* an fp8 cache's key scale (1 for bf16) */
     ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
+    if (P->kv_dtype != ATTN_BF16)  /* fp8 keys as bf16 in pack, evenly spaced from there */
+        ATTN__FN(attn__tile_rows_to_bf16)(P, sc->krows16, 0, n, pack, sc);
     for (b = 0; b < blocks; b++)
         kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
     for (t = 0; t * ATTN__KEY_TILE < n; t++) {  /* key tile t: its rows from vrows16[64 t] */
@@ -5551,7 +5582,7 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
             for (rb = r0; rb < r1; rb += ATTN__L)
                 ATTN__FN(attn__softmax_lanes)(P, sc->s + rb, rs, n, (float)(k0 - pos0),
                                               ATTN__FN(attn__block_masked)(P, pos0, rb, k0, n),
-                                              P->q_mul, 1, sc, rb);
+                                              score_mul, 1, sc, rb);
             for (c2 = pairs; c2 < 16 * chunks; c2++)
                 memset(p2 + (size_t)c2 * rs + r0, 0, sizeof(uint32_t) * (size_t)(r1 - r0));
             ATTN__FN(attn__rescale_outputs)(sc, rs, D, r0, r1);
@@ -5685,7 +5716,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
 #if ATTN__HAS_TILES
     if (on_tiles) ATTN__FN(attn__tiles_end)();
 #endif
-    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
+    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, on_tiles ? P->v_scale : 1.0f, &sc);
 }
 
 #ifdef ATTN_USE_ONEDNN
@@ -5786,7 +5817,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
         ATTN__FN(attn__dnnl_between)(P, n, width, C->bf16, rows_pad, &dn);
         attn__dnnl_gemm(dn.th, sh->pv, mem->v, mem->p, dn.th->o, mem->pad_pv);
     }
-    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, &sc);
+    ATTN__FN(attn__store_rows)(P, g, qs + i0, pos0, Lk, rows, 1.0f, &sc);
 }
 #endif /* ATTN_USE_ONEDNN */
 
