@@ -4,7 +4,7 @@
 # property); libFuzzer stops at the first of either and saves the input under
 # BUILD/fuzz-work/NAME/. New inputs it finds go to BUILD/fuzz-work/NAME/corpus, never to the
 # repository. FUZZ_SEED (default: libFuzzer's random seed) fixes the seed, as .ci/run does, so a
-# CI failure can be replayed; the line under the header says which seed ran.
+# CI failure can be replayed; the first line says which seed ran.
 # Exit status 0 only when no harness failed. Usage: run.sh BUILD SECONDS NAME...
 B=$1; S=$2; shift 2
 seed=${FUZZ_SEED:+-seed=$FUZZ_SEED}
