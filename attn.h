@@ -5109,7 +5109,8 @@ ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefi
             return slot;
         }
     }
-    /* uncached: pairs into vt; columns into the second half of kt (vt holds their pairs) */
+    /* uncached: pairs into vt; columns into kt past its first KEY_TILE / 2 * D words (vt holds
+       their pairs; attn__tile_step hands each key tile a kt shifted past its key rows) */
     uint32_t *dst = cols ? (uint32_t *)(void *)(sc->kt + (size_t)ATTN__KEY_TILE / 2 * P->D)
                     : (uint32_t *)(void *)sc->vt;
     ATTN__FN(attn__pack_values)(P, n, sc, dst, cols);
