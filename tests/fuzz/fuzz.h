@@ -368,7 +368,8 @@ FZ_FUNC void fz_cache_make(fz_cache *fc, uint64_t *rng, int nb, int bs, int Hk, 
     fc->c.dtype = dt; fc->c.k_scale = k_scale; fc->c.v_scale = v_scale;
     fc->made = fc->c;
     fc->kf = (float *)fz_alloc(sizeof(float) * (fc->elems ? fc->elems : 1));
-    fc->vf = shared ? fc->kf : (float *)fz_alloc(sizeof(float) * (fc->elems ? fc->elems : 1));
+    /* shared: one byte array, read with each scale (fp8 caches have two) */
+    fc->vf = (float *)fz_alloc(sizeof(float) * (fc->elems ? fc->elems : 1));
     for (size_t i = 0; i < fc->elems; i++) {
         fz_put(fc->k, dt, i, fz_uniform(rng, -1.5f, 1.5f) / k_scale);
         if (!shared) fz_put(fc->v, dt, i, fz_uniform(rng, -1.0f, 1.0f) / v_scale);
@@ -383,13 +384,13 @@ FZ_FUNC size_t fz_cache_at(const fz_cache *fc, int64_t block, int h, int64_t off
 FZ_FUNC void fz_cache_dequant(fz_cache *fc) {
     for (size_t i = 0; i < fc->elems; i++) {
         fc->kf[i] = ref_element(fc->k, fc->made.dtype, i) * fc->made.k_scale;
-        if (fc->v != fc->k) fc->vf[i] = ref_element(fc->v, fc->made.dtype, i) * fc->made.v_scale;
+        fc->vf[i] = ref_element(fc->v, fc->made.dtype, i) * fc->made.v_scale;
     }
 }
 FZ_FUNC size_t fz_cache_bytes(const fz_cache *fc) { return fc->elems * fz_esize(fc->made.dtype); }
 FZ_FUNC void fz_cache_free(fz_cache *fc) {
-    if (fc->v != fc->k) { free(fc->v); free(fc->vf); }
-    free(fc->k); free(fc->kf);
+    if (fc->v != fc->k) free(fc->v);
+    free(fc->k); free(fc->kf); free(fc->vf);
 }
 /* The expected cache after the writes: rows of the cache dtype copied, others rounded once
    (fp8 after dividing by the scale); slot -1 skipped; the last of duplicate slots wins. */
