@@ -282,9 +282,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                   c.k.f + (int64_t)cu_k[s] * kw, 0,
                                   c.v.f + (int64_t)cu_k[s] * kw, 0, o, l);
                 else
-                    ref_paged(&kp.p, &kc.fc, c.tables + s * c.max_blocks, c.op == OP_DECODE ? 1
-                              : c.causal,
-                              lq[s], lens[s], qs, o, l);
+                    ref_paged(&kp.p, &kc.fc, c.tables ? c.tables + s * c.max_blocks : NULL,
+                              c.op == OP_DECODE ? 1 : c.causal, lq[s], lens[s], qs, o, l);
             }
             fz_probs_rounded(e, c.q.r.dtype, c.op == OP_SDPA ? c.k.r.dtype : kc.fc.made.dtype);
             if (out_i >= 0) fz_rows_check(&c.out, outs.copy[out_i], want, Tq, name);
