@@ -252,16 +252,15 @@ FZ_FUNC attn_exec fz_exec_threads(const attn_exec *e, int threads, int reverse) 
 FZ_FUNC double fz_atol(attn_dtype dt) {
     return dt == ATTN_F32 ? 2e-5 : dt == ATTN_F16 ? 2e-3 : 1.6e-2;
 }
-/* Where the bf16 pair or tile kernels may run (bf16 queries, keys and values, f32_probs 0),
-   the probabilities are rounded to bf16 for P.V: each output moves by up to 2^-9 of the
-   largest value it averages (|v| <= 1.5 here), whatever the output dtype. The harness sets
-   this before it checks outputs (fz_probs_rounded). */
-static double fz_probs_atol;
-FZ_FUNC void fz_probs_rounded(const attn_exec *e, attn_dtype q, attn_dtype kv) {
-    fz_probs_atol = q == ATTN_BF16 && kv == ATTN_BF16 && !(e && e->f32_probs) ? 4e-3 : 0.0;
+/* The least absolute tolerance of a call's outputs, whatever their dtype: where the bf16 pair
+   or tile kernels may run (bf16 queries, keys and values, f32_probs 0) the probabilities are
+   rounded to bf16 for P.V, so each output moves by up to 2^-9 of the largest value it
+   averages (|v| <= 1.5 here); else 0. */
+FZ_FUNC double fz_probs_atol(const attn_exec *e, attn_dtype q, attn_dtype kv) {
+    return q == ATTN_BF16 && kv == ATTN_BF16 && !(e && e->f32_probs) ? 4e-3 : 0.0;
 }
-FZ_FUNC int fz_close(double got, double want, attn_dtype dt) {
-    double atol = fz_atol(dt) > fz_probs_atol ? fz_atol(dt) : fz_probs_atol;
+FZ_FUNC int fz_close(double got, double want, attn_dtype dt, double atol_floor) {
+    double atol = fz_atol(dt) > atol_floor ? fz_atol(dt) : atol_floor;
     return fabs(got - want) <= atol + 1e-3 * fabs(want);
 }
 FZ_FUNC int fz_lse_close(float got, double want) {
@@ -320,9 +319,10 @@ FZ_FUNC void fz_rows_make(fz_in *in, uint64_t *rng, fz_rows *R, int64_t tokens, 
 FZ_FUNC void fz_rows_free(fz_rows *R) { free(R->r.data); free(R->f); }
 
 /* Output rows after an accepted call: every element within the tolerance of want [tokens][width]
-   (its first `tokens` rows), and every byte outside the rows as it was (before). */
+   (its first `tokens` rows; atol_floor: fz_probs_atol), and every byte outside the rows as it
+   was (before). */
 FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *want, int64_t tokens,
-                           const char *call) {
+                           double atol_floor, const char *call) {
     size_t esz = fz_esize(R->r.dtype);
     uint8_t *expect = (uint8_t *)fz_alloc(R->bytes);
     memcpy(expect, before, R->bytes);
@@ -332,7 +332,7 @@ FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *w
         for (int64_t e = 0; e < R->width; e++) {
             double got = ref_element(R->r.data, R->r.dtype, at + (size_t)e),
                    w = want[t * R->width + e];
-            FZ_REQUIRE(fz_close(got, w, R->r.dtype),
+            FZ_REQUIRE(fz_close(got, w, R->r.dtype, atol_floor),
                        "%s: output token %lld element %lld is %.9g, the "
                        "reference %.9g (%s)", call, (long long)t, (long long)e, got, w,
                        attn_dtype_name(R->r.dtype));
