@@ -594,10 +594,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 ref_paged_seq(p, &c.fc, c.fc.kf, c.fc.vf, tb + (nP + d) * mb, 1, 1, kl[nP + d],
                               c.q.f + (int64_t)(t0 + d) * qw, want + (int64_t)(t0 + d) * qw);
             /* the bf16 kernels' rounding where the queries and either keys are bf16 */
-            double atol_floor = fz_probs_atol(e, c.q.r.dtype, c.k.r.data && c.k.r.dtype == ATTN_BF16
-                                                         ? ATTN_BF16 : c.fc.made.dtype);
+            attn_dtype kdt = c.k.r.data && c.k.r.dtype == ATTN_BF16 ? ATTN_BF16 : c.fc.made.dtype;
+            double atol_floor = fz_probs_atol(e, c.q.r.dtype, kdt);
             if (oi >= 0)
-                fz_rows_check(&c.out, outs.copy[oi], want, c.query_tokens, atol_floor, "attn_forward");
+                fz_rows_check(&c.out, outs.copy[oi], want, c.query_tokens, atol_floor,
+                              "attn_forward");
             free(want);
         }
         /* the same bits at another thread count, with a dirty workspace */
