@@ -2154,7 +2154,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
        attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_value_pairs
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
        attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
        attn__vtanh */
 
@@ -2249,16 +2249,14 @@ ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
 #ifdef ATTN__HAVE_NEON
         case ATTN_ISA_NEON: return &attn__table__neon;
 #endif
+#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+        case ATTN_ISA_AMX:  /* real tiles on the AVX-512 table, emulated ones on the AVX2 table */
 #ifdef ATTN__HAVE_AMX
-        case ATTN_ISA_AMX:
             if (attn__tiles_real(attn__cpu_flags())) return &attn__table__avx512;
+#endif
 #ifdef ATTN__HAVE_TILE_EMULATION
             return &attn__table__avx2;
-#else
-            return &attn__table__scalar;  /* unreachable: the ISA is refused as unsupported */
 #endif
-#elif defined(ATTN__HAVE_TILE_EMULATION)
-        case ATTN_ISA_AMX: return &attn__table__avx2;
 #endif
         default: return &attn__table__scalar;
     }
@@ -4215,36 +4213,6 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VKEEP(v) __asm__("" : "+x"(v))
 #endif
 #define ATTN__HAS_DOT2 0
-#ifdef ATTN__HAVE_TILE_EMULATION
-/* The tile kernels over emulated tiles (ATTN_TILES_EMULATE): the bf16 pair layouts they use,
-   and the tile operations as plain code over a tile file in memory (see [V]). */
-#define ATTN__HAS_PAIRS 1
-#define ATTN__HAS_TILES 1
-#define ATTN__TILES_REAL 0
-#define ATTN__PAIRS_TARGET
-#define ATTN__TILE_TARGET
-#define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx2((dst), (a), (b), (n))
-#define ATTN__VPAIR_PROBS(dst, lo, hi) attn__pair_probs__avx2((dst), (lo), (hi))
-ATTN__PRIVATE void attn__pair_rows__avx2(uint32_t *dst, const uint16_t *a, const uint16_t *b,
-                                         int n) {
-    for (int i = 0; i < n; i++) dst[i] = a[i] | (uint32_t)b[i] << 16;
-}
-/* As attn__pair_probs__avx512: RNE on the integer bits (probabilities are finite, >= 0). */
-ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __m256 hi) {
-    const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
-    __m256i a = _mm256_castps_si256(lo), b = _mm256_castps_si256(hi);
-    a = _mm256_add_epi32(_mm256_add_epi32(a, half),
-                         _mm256_and_si256(_mm256_srli_epi32(a, 16), one));
-    b = _mm256_add_epi32(_mm256_add_epi32(b, half),
-                         _mm256_and_si256(_mm256_srli_epi32(b, 16), one));
-    __m256i pair = _mm256_or_si256(_mm256_srli_epi32(a, 16),
-                                   _mm256_and_si256(b, _mm256_set1_epi32((int)0xffff0000u)));
-    _mm256_storeu_si256((__m256i *)(void *)dst, pair);
-}
-#else
-#define ATTN__HAS_PAIRS 0
-#define ATTN__HAS_TILES 0
-#endif
 
 /* 2L bf16 values as two f32 vectors: the even-indexed ones, then the odd-indexed ones. One
    shift or mask each, where the in-order widening needs a shuffle and a shift. */
@@ -4324,8 +4292,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__transpose__avx2(__m256 *v) {
     }
 }
 /* bf16 round-to-nearest-even on the integer bits, NaN kept quiet: the same rule as
-   attn_f32_to_bf16, eight at a time. */
-ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
+   attn_f32_to_bf16, eight at a time; each lane's bf16 in its low 16 bits. */
+ATTN__PRIVATE ATTN__INLINE __m256i attn__bf16_bits__avx2(__m256 v) {
     __m256i b = _mm256_castps_si256(v);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
     __m256i r =
@@ -4334,10 +4302,37 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
                                      _mm256_set1_epi32(0x7f800000));
     __m256i qn = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x40));
-    r = _mm256_blendv_epi8(r, qn, nan);
+    return _mm256_blendv_epi8(r, qn, nan);
+}
+ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
+    __m256i r = attn__bf16_bits__avx2(v);
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128((__m128i *)(void *)p, packed);
 }
+#ifdef ATTN__HAVE_TILE_EMULATION
+/* The tile kernels over emulated tiles (ATTN_TILES_EMULATE): the bf16 pair layouts they use,
+   and the tile operations as plain code over a tile file in memory (see [V]). */
+#define ATTN__HAS_PAIRS 1
+#define ATTN__HAS_TILES 1
+#define ATTN__TILES_REAL 0
+#define ATTN__PAIRS_TARGET
+#define ATTN__TILE_TARGET
+#define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx2((dst), (a), (b), (n))
+#define ATTN__VPAIR_PROBS(dst, lo, hi) attn__pair_probs__avx2((dst), (lo), (hi))
+ATTN__PRIVATE void attn__pair_rows__avx2(uint32_t *dst, const uint16_t *a, const uint16_t *b,
+                                         int n) {
+    for (int i = 0; i < n; i++) dst[i] = a[i] | (uint32_t)b[i] << 16;
+}
+/* As attn__pair_probs__avx512, with the rounding of attn__store_bf16__avx2. */
+ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __m256 hi) {
+    __m256i pair = _mm256_or_si256(attn__bf16_bits__avx2(lo),
+                                   _mm256_slli_epi32(attn__bf16_bits__avx2(hi), 16));
+    _mm256_storeu_si256((__m256i *)(void *)dst, pair);
+}
+#else
+#define ATTN__HAS_PAIRS 0
+#define ATTN__HAS_TILES 0
+#endif
 
 #elif ATTN__KERNEL_PASS == ATTN__ISA_AVX512_PASS
 #define ATTN__FN(name) name##__avx512
@@ -5092,9 +5087,9 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_values)(const attn__prefill_plan *P, int 
    reads them back (the same values: results never depend on the cache); partial tiles and
    tiles past the cache are packed into scratch (pairs: vt; columns: kt past its first
    KEY_TILE / 2 * D words). The tile's rows are where attn__tile_rows16 left them. */
-ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_value_pairs)(const attn__prefill_plan *P, int seq,
-                                                               int g, int64_t k0, int n, int cols,
-                                                               const attn__prefill_scratch *sc) {
+ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_values)(const attn__prefill_plan *P, int seq,
+                                                          int g, int64_t k0, int n, int cols,
+                                                          const attn__prefill_scratch *sc) {
     attn__value_cache *cache = sc->vcache;
     int64_t t = k0 / ATTN__KEY_TILE;
     if (cache && n == ATTN__KEY_TILE && k0 % ATTN__KEY_TILE == 0 && t < P->value_tiles) {
@@ -5567,7 +5562,7 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
         int nt = ATTN__MIN(ATTN__KEY_TILE, n - t * ATTN__KEY_TILE);
         half.vrows16 += t * ATTN__KEY_TILE;
         half.kt += (size_t)(t + 1) * (ATTN__KEY_TILE / 2) * D;  /* uncached: kt + 64 D + 32 D t */
-        vc[t] = (const uint16_t *)(const void *)ATTN__FN(attn__tile_value_pairs)(
+        vc[t] = (const uint16_t *)(const void *)ATTN__FN(attn__tile_values)(
                 P, seq, g, k0 + t * ATTN__KEY_TILE, nt, 1, &half);
     }
     for (r = 0; r <= groups; r++) {
@@ -5710,7 +5705,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
         const uint32_t *vt2 = NULL;
 #if ATTN__HAS_PAIRS
-        if (pairs) vt2 = ATTN__FN(attn__tile_value_pairs)(P, seq, g, k0, n, 0, &sc);
+        if (pairs) vt2 = ATTN__FN(attn__tile_values)(P, seq, g, k0, n, 0, &sc);
 #endif
         ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, &sc);
     }
