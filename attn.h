@@ -2256,10 +2256,13 @@ ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
 #endif
 #ifdef ATTN__HAVE_TILE_EMULATION
             return &attn__table__avx2;
+#else
+            break;  /* no tiles: the ISA is refused as unsupported before any kernel runs */
 #endif
 #endif
-        default: return &attn__table__scalar;
+        default: break;
     }
+    return &attn__table__scalar;
 }
 
 /* ---------------------------------------------------------------------------------------------
