@@ -1685,7 +1685,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
-#define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
+#define ATTN__HEAD_GROUP 4       /* query heads processed together (G > 2 padded to a multiple) */
 #define ATTN__WIDE_GROUP 8       /* ... or, where G allows, this many (attn__decode_wide_heads) */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
@@ -5847,6 +5847,13 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #endif
 }
 
+/* The query heads the kernels run for each KV head: G itself for one or two (MHA, G = 2), so
+   that nothing is computed for padding, else G padded to a multiple of four (the pair kernels
+   always take four). The scratch keeps G4 rows a KV head either way. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
+    return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P) ? P->G : P->G4;
+}
+
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
    whole group of 2L elements, the even ones, then the odd ones. The queries are put into that
    order (to = 1) and the value accumulators taken back out of it (to = 0), so a dot product
@@ -5971,7 +5978,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     a.esz = attn_dtype_size(P->kv_dtype);
-    a.heads = (size_t)P->G4;
+    a.heads = (size_t)ATTN__FN(attn__decode_heads)(P);
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
     return a;
@@ -6170,7 +6177,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 }
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_wide_heads). Of four, rows of up to DACC/2 vectors
+   decoded once for the eight: see attn__decode_wide_heads). One or two keep their queries in
+   registers where they fit (not fp8, as for four). Of four, rows of up to DACC/2 vectors
    keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the other
    two), except for fp8, whose decode costs more than the query loads it would save. f16 and
    bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from L1 they are
@@ -6186,6 +6194,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
     if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
         ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n,
                                           logits, ahead);
+        return;
+    }
+    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: their queries in registers if they fit */
+        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))
+            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
+                                              logits, ahead);
+        else
+            ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits,
+                                              ahead);
         return;
     }
     if (nvec <= ATTN__DACC / 2 && !ATTN__FN(attn__decode_fp8)(dt)) {
@@ -6270,7 +6287,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads). For four, each value row is read whole and in
+   DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp. For four, each value row is read whole and in
    order: reading parts of several rows in turn defeats the hardware prefetcher. So the
    accumulators of a whole row stay in registers for as many heads as fit (the chunk is re-read
    from L1 for the other heads), and only rows longer than DACC vectors are
@@ -6292,6 +6309,11 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
+    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both share each converted vector */
+        for (d = 0; d < Dk; d += ATTN__DACC / hp * ATTN__L)
+            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
+                                           ATTN__MIN(ATTN__DACC / hp, (Dk - d) / ATTN__L), hp,
+                                           ATTN__DACC / hp, Dv, o, ahead);
     } else if (nvec <= q4) {
         ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
     } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN__FMT_F32 && nvec > q2)) {
@@ -6516,6 +6538,13 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
     }
+    if (ATTN__FN(attn__decode_heads)(P) < ATTN__HEAD_GROUP) {  /* G = 1 or 2, unpadded */
+        const float *qh = sc->q + heads * Dv;
+        float *ph = sc->p + heads * ATTN__DECODE_PSTRIDE, *oh = sc->o + heads * Dv;
+        if (P->G == 1) { ATTN__DECODE_KERNELS(dt, 1) }
+        else { ATTN__DECODE_KERNELS(dt, 2) }
+        return cursor;
+    }
     for (; h < P->G4; h += ATTN__HEAD_GROUP) {
         const float *qh = sc->q + (heads + h) * Dv;
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
@@ -6674,15 +6703,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     *l_out = l;
 }
 
-/* Queries of the G heads of KV head g as f32 times mul into q[G4][Dv] (padded heads and dims
-   0) - or, for the pair kernels, as their bf16 values at the start of each row; output
-   accumulators o[G4][Dv] 0. */
+/* Queries of the G heads of KV head g as f32 times mul into the rows of q[G4][Dv] that the
+   kernels run (attn__decode_heads; padded heads and dims 0) - or, for the pair kernels, as their
+   bf16 values at the start of each row; those rows of the output accumulators o[G4][Dv] 0. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
                                                  float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
     size_t qsz = attn_dtype_size(P->q_dtype);
-    for (h = 0; h < P->G4; h++) {
+    for (h = 0; h < ATTN__FN(attn__decode_heads)(P); h++) {
         float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
         if (h < G) {
@@ -6706,7 +6735,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
         ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
                                        p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
-    for (h = G; h < P->G4; h++)  /* padded heads contribute nothing */
+    for (h = G; h < ATTN__FN(attn__decode_heads)(P); h++)  /* padded heads contribute nothing */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
     for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P); h++)

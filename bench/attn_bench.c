@@ -56,7 +56,7 @@ enum { M_PEAK = 1, M_PREFILL = 2, M_DECODE = 4, M_PPREFILL = 8, M_ALL = 16, M_FO
 
 static struct {
     unsigned modes;
-    ilist threads, S, D, seqs, ctx, bs, chunk, prefix, decodes, dtype, kv_dtype, version;
+    ilist threads, S, D, seqs, ctx, bs, chunk, prefix, decodes, dtype, kv_dtype, version, gqa;
     int H, Hk, reps, causal, fmt, progress;
     attn_isa isa;
     attn_gemm gemm;
@@ -1170,6 +1170,9 @@ static void usage(FILE *f) {
         "  --dtype L       activations: f32|f16|bf16 (default f32)\n"
         "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2 (default f32)\n"
         "  -H N, --hk N    query heads, KV heads (default 32, 8)\n"
+        "  --gqa L         decode: model shapes by query heads per KV head G, for each G\n"
+        "                  H = G x Hk with Hk 32 (G = 1), 16 (G = 2) or 8, and --seqs default\n"
+        "                  16 / 32 / 64 / 32 / 16 for G = 1 / 2 / 4 / 8 / 16 (-H, --hk unused)\n"
         "  -D L            head size (default 128)\n"
         "  -S L            prefill length (default 2048)\n"
         "  --seqs L        sequences (default 1 for prefill/paged-prefill/forward, 64 for decode)\n"
@@ -1253,6 +1256,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "-r")) ok = (g.reps = atoi(v)) >= 1 && g.reps <= MAXREPS;
         else if (!strcmp(a, "-H")) ok = (g.H = atoi(v)) >= 1;
         else if (!strcmp(a, "--hk")) ok = (g.Hk = atoi(v)) >= 1;
+        else if (!strcmp(a, "--gqa")) ok = parse_list(v, &g.gqa, 0);
         else if (!strcmp(a, "-D")) ok = parse_list(v, &g.D, 0);
         else if (!strcmp(a, "-S")) ok = parse_list(v, &g.S, 0);
         else if (!strcmp(a, "--seqs")) ok = parse_list(v, &g.seqs, 0);
@@ -1346,6 +1350,21 @@ static void decode_at(const int *v) {
                  &g.dtype,
                  &g.version, g.reps);
 }
+/* decode's shapes: -H and --hk, or with --gqa a model shape for each G (see usage): MHA as
+   Llama 2 7B (H32/Hk32), G = 2 as Gemma 2 (H32/Hk16), G = 4 as Llama 3 8B (H32/Hk8), G = 8 as
+   Llama 3 70B (H64/Hk8); the sequences keep the KV bytes of 64 x Hk8 up to G = 4, then halve
+   with each doubling of G so the FLOPs stay those of G = 4. */
+static void decode_shapes(void) {
+    const unsigned dims = 1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX;
+    if (!g.gqa.n) { for_each_shape(dims, 64, decode_at); return; }
+    for (int i = 0; i < g.gqa.n; i++) {
+        int G = g.gqa.v[i];
+        g.Hk = G == 1 ? 32 : G == 2 ? 16 : 8;
+        g.H = G * g.Hk;
+        for_each_shape(dims, G <= 4 ? 64 * 8 / g.Hk : (G < 256 ? 64 * 4 / G : 1), decode_at);
+    }
+}
+
 static void paged_prefill_at(const int *v) {
     bench_paged_prefill(g.H, g.Hk, v[DIM_D], v[DIM_BS], v[DIM_SEQS], v[DIM_CHUNK], v[DIM_PREFIX],
                         g.causal,
@@ -1372,9 +1391,7 @@ int main(int argc, char **argv) {
     if (g.modes & M_ALL) run_all();
     if (g.modes & M_PREFILL) for_each_shape(1u << DIM_D | 1u << DIM_S | 1u << DIM_SEQS, 1,
                                             prefill_at);
-    if (g.modes & M_DECODE)
-        for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX,
-                       64, decode_at);
+    if (g.modes & M_DECODE) decode_shapes();
     if (g.modes & M_PPREFILL)
         for_each_shape(1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS |
                            1u << DIM_CHUNK | 1u << DIM_PREFIX,

@@ -252,6 +252,30 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* One or two query heads a KV head (MHA; G = 2 as Gemma 2) run kernels of their own, with no
+   padded heads: their queries in registers where they fit, P.V with both heads sharing each
+   converted vector. Every cache dtype, head sizes in whole vectors or not (40, 80, through the
+   f32 tile), the bias options, and G = 3 beside them (padded to four). */
+TEST(decode_one_and_two_heads_per_kv_head) {
+    const int Ds[] = {16, 32, 40, 64, 80, 128, 256};
+    const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
+    int lens[4] = {1100, 33, 1, 0}, fails = 0;
+    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+        for (int i = 0; i < 7; i++)
+            for (int h = 0; h < 4; h++) {
+                td_case c = td_base();
+                if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
+                c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
+                c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)((i + h) % 3);
+                c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 3 ? 3.0f : 0.0f;
+                c.sinks = h == 1;
+                c.bs = i == 4 ? 3 : 16;
+                if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+                fails += td_check(&c, 2600 + (uint64_t)(kv * 64 + i * 8 + h));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
 /* Eight query heads or more a KV head: f16, bf16 and fp8 rows are decoded once for eight heads
    (the wide kernels, where the ISA has the registers: AVX-512, NEON, scalar), and G = 12 runs
    eight wide and four narrow. f32 keeps groups of four, and head sizes that are not whole
@@ -527,11 +551,12 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_head_sizes_and_gqa_ratios),                                             \
     ATTN_TEST_ENTRY(decode_every_bias_option),                                                     \
     ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype),                                         \
-    ATTN_TEST_ENTRY(decode_wide_head_groups), \
+    ATTN_TEST_ENTRY(decode_one_and_two_heads_per_kv_head),                                         \
+    ATTN_TEST_ENTRY(decode_wide_head_groups),                                                      \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
-    ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode), \
+    ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \
     ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer),                                    \
-    ATTN_TEST_ENTRY(decode_version_rule_matches_vllm), \
+    ATTN_TEST_ENTRY(decode_version_rule_matches_vllm),                                             \
     ATTN_TEST_ENTRY(decode_rejects_bad_input_and_writes_nothing)
