@@ -1697,7 +1697,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    them: attn__decode_format), not through f16. The same products to the bit: the f16 way gives
    e4m3 / 256 and folds 256 into the scale (the fold of ATTN__DTYPE_LIST), a power of two. */
 #define ATTN__FORMAT_ENUM(name, value, t, U, type, str, dec, enc, cls, fold) ATTN__FMT_##U = name,
-typedef enum attn__format { ATTN__DTYPE_LIST(ATTN__FORMAT_ENUM) ATTN__FMT_E4M3_LUT } attn__format;
+typedef enum attn__format {
+    ATTN__DTYPE_LIST(ATTN__FORMAT_ENUM) ATTN__FMT_E4M3_LUT,
+    ATTN__FMT_E4M3_FINITE  /* e4m3 as value / 256 (as ATTN__FMT_E4M3), rows without NaN codes */
+} attn__format;
 #undef ATTN__FORMAT_ENUM
 
 typedef struct attn__decode_plan {
@@ -2136,10 +2139,11 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    name__neon, so a profiler's symbol (attn__decode_partition__avx512) is found by grepping
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
-       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_dot2_dots attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
-       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
-       attn__decode_even_odd attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_finite
+       attn__decode_chunk_e4m3_lut attn__decode_dot2_dots attn__decode_dot2_keys
+       attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
+       attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
+       attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_heads
        attn__decode_in_place attn__decode_load attn__decode_load2 attn__decode_load_q
        attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
        attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
@@ -2154,9 +2158,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
        attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
-       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
-       attn__vtanh */
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values attn__tiles_begin
+       attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -4205,6 +4208,13 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
     attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
     attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
+#define ATTN__HAS_E4M3_FINITE 1  /* e4m3 rows checked free of NaN codes (attn__e4m3_has_nan__avx2) */
+#define ATTN__E4M3_HAS_NAN(p, n) attn__e4m3_has_nan__avx2((p), (n))
+#define ATTN__VLOAD_E4M3_FINITE(p)                                                                \
+    _mm256_cvtph_ps(_mm256_castsi256_si128(attn__e4m3_f16_finite__avx2(                           \
+        _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))))))
+#define ATTN__VLOAD2_E4M3_FINITE(p, a, b)                                                         \
+    attn__f16_pair__avx2(attn__e4m3_f16_finite__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
@@ -4243,14 +4253,33 @@ ATTN__PRIVATE ATTN__INLINE float attn__hmax__avx2(__m256 v) {
    S.01111.1110000000, the only lanes equal to 0x3f80 but for the sign; the xor turns them into
    the quiet NaN S.11111.1000000000, as the scalar decoder gives. Sixteen codes at once: the
    integer work per code is half that of eight. */
+ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16_finite__avx2(__m256i w) {
+    return _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                            _mm256_set1_epi16((short)0xbf80));
+}
 ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx2(__m256i w) {
-    __m256i h =
-            _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
-                             _mm256_set1_epi16((short)0xbf80));
+    __m256i h = attn__e4m3_f16_finite__avx2(w);
     __m256i nan =
             _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
                                _mm256_set1_epi16(0x3f80));
     return _mm256_xor_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x4180)));
+}
+/* Whether any of the n e4m3 codes at p is a NaN (S.1111.111): a chunk's rows without one are
+   decoded without the NaN fix above (ATTN__FMT_E4M3_FINITE, three operations fewer per sixteen
+   codes; the scan costs three per thirty-two, once for all the heads of a group). */
+ATTN__PRIVATE ATTN__INLINE int attn__e4m3_has_nan__avx2(const void *p, size_t n) {
+    const uint8_t *b = (const uint8_t *)p;
+    const __m256i mag = _mm256_set1_epi8(0x7f);
+    __m256i any = _mm256_setzero_si256();
+    size_t i = 0;
+    int found;
+    for (; i + 32 <= n; i += 32)
+        any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_and_si256(
+                                                        _mm256_loadu_si256((const __m256i *)(
+                                                            const void *)(b + i)), mag), mag));
+    found = _mm256_movemask_epi8(any) != 0;
+    for (; i < n; i++) found |= (b[i] & 0x7f) == 0x7f;
+    return found;
 }
 /* Sixteen bytes at p, one per 16-bit lane. */
 ATTN__PRIVATE ATTN__INLINE __m256i attn__load16_u8__avx2(const void *p) {
@@ -4720,6 +4749,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 #ifndef ATTN__HAS_E4M3_LUT  /* e4m3 through byte tables (see the AVX-512 pass) */
 #define ATTN__HAS_E4M3_LUT 0
+#endif
+#ifndef ATTN__HAS_E4M3_FINITE  /* e4m3 chunks free of NaN codes decoded without the fix (AVX2) */
+#define ATTN__HAS_E4M3_FINITE 0
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -5879,7 +5911,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
    each vector is converted once for the heads of a group, four or eight (attn__decode_dots,
    attn__decode_pv, attn__decode_wide_heads). */
 ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn__format dt) {
-    return dt == ATTN__FMT_E4M3_LUT || attn__is_fp8((attn_dtype)dt);  /* the others: dtypes */
+    return dt == ATTN__FMT_E4M3_LUT || dt == ATTN__FMT_E4M3_FINITE ||
+           attn__is_fp8((attn_dtype)dt);  /* the others: dtypes */
 }
 
 /* The format the kernels read in-place rows of dt in (e4m3 through the byte tables, where the
@@ -5998,6 +6031,12 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 #else
             break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
+        case ATTN__FMT_E4M3_FINITE:
+#if ATTN__HAS_E4M3_FINITE
+            return ATTN__VLOAD_E4M3_FINITE((const uint8_t *)base + i);
+#else
+            break;  /* only where the pass has it (attn__decode_chunk) */
+#endif
     }
 #undef ATTN__LOAD_CASE
     return ATTN__VZERO();  /* not a format */
@@ -6025,6 +6064,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
             return;
 #else
             break;  /* only where the pass has the tables (attn__decode_format) */
+#endif
+        case ATTN__FMT_E4M3_FINITE:
+#if ATTN__HAS_E4M3_FINITE
+            ATTN__VLOAD2_E4M3_FINITE((const uint8_t *)base + i, *a, *b);
+            return;
+#else
+            break;  /* only where the pass has it (attn__decode_chunk) */
 #endif
     }
     *a = *b = ATTN__VZERO();  /* not a format */
@@ -6594,10 +6640,15 @@ ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
 ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
 #endif
+#if ATTN__HAS_E4M3_FINITE && ATTN__FP8_KERNELS
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_finite, ATTN__FMT_E4M3_FINITE)
+#endif
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
+/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk; e4m3 rows
+   read in place without a NaN code skip the NaN fix where the pass has that (AVX2). The rows of
+   a chunk are one run of n * D codes. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                               ATTN__FN(attn__decode_rows) r, int n,
                                                               int Dk,
@@ -6605,6 +6656,11 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
                                                               size_t heads, int t,
                                                               attn__decode_ahead cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
+#if ATTN__HAS_E4M3_FINITE && ATTN__FP8_KERNELS
+    if (r.dt == ATTN_FP8_E4M3 && ATTN__FN(attn__decode_format)(r.dt) == ATTN__FMT_E4M3 &&
+        !ATTN__E4M3_HAS_NAN(r.base, (size_t)n * r.stride))
+        return ATTN__FN(attn__decode_chunk_e4m3_finite)(ATTN__CHUNK_ARGS);
+#endif
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
         ATTN__KERNELS_##cls(return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), break);
@@ -6616,6 +6672,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
 #else
             break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
+        case ATTN__FMT_E4M3_FINITE: break;  /* chosen above, never a dtype's format */
     }
 #undef ATTN__CHUNK_CASE
 #undef ATTN__CHUNK_ARGS
@@ -6886,6 +6943,12 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__PREFETCH
 #undef ATTN__PREFETCH_L2
 #undef ATTN__HAS_E4M3_LUT
+#undef ATTN__HAS_E4M3_FINITE
+#ifdef ATTN__E4M3_HAS_NAN
+#undef ATTN__E4M3_HAS_NAN
+#undef ATTN__VLOAD_E4M3_FINITE
+#undef ATTN__VLOAD2_E4M3_FINITE
+#endif
 #undef ATTN__E4M3_LUT_READY
 #undef ATTN__VLOAD_E4M3_LUT
 #undef ATTN__VLOAD2_E4M3_LUT

@@ -519,6 +519,51 @@ TEST(decode_rejects_bad_input_and_writes_nothing) {
     td_free(&d);
 }
 
+/* e4m3 NaN codes in the rows: a chunk with one is decoded with the NaN fix, the chunks without
+   one skip it (AVX2). A NaN code (0xff) in a value row makes that output dimension NaN for the
+   heads of its KV head and nothing else; a NaN code (0x7f) in a key row must give the same
+   outputs on every ISA as on the scalar one, which never skips the fix (decoded as a finite
+   code it would be 480 times the scale, a logit far above the others). The other heads of both
+   sequences match the reference; every ISA, v1 and v2, 1 and 2 threads, G = 1 and 4. */
+TEST(decode_e4m3_nan_codes_take_the_exact_decode) {
+    int lens[2] = {100, 40}, fails = 0;
+    for (int gi = 0; gi < 2; gi++) {
+        td_case c = td_base();
+        td_data d;
+        attn_isa isas[4];
+        int n_isa = tu_isas(isas), G = gi ? 4 : 1;
+        c.H = 2 * G; c.Hk = 2; c.D = 64; c.num_seqs = 2; c.lens = lens;
+        c.kv_dt = ATTN_FP8_E4M3; c.act_dt = ATTN_F32; c.k_scale = 0.01f; c.v_scale = 0.004f;
+        td_make(&c, 4100 + (uint64_t)gi, &d);
+        int32_t k_blk = d.tables[37 / c.bs], v_blk = d.tables[d.max_blocks + 3 / c.bs];
+        ((uint8_t *)d.cache.key)[(((size_t)k_blk * 2 + 1) * c.bs + 37 % c.bs) * c.D + 5] = 0x7f;
+        ((uint8_t *)d.cache.value)[(((size_t)v_blk * 2 + 0) * c.bs + 3 % c.bs) * c.D + 9] = 0xff;
+        float out[2 * 8 * 64], first[2 * 8 * 64], lse[2 * 8];
+        for (int k = 0; k < n_isa; k++)
+            for (int run = 0; run < 2; run++) {
+                attn_exec e = tu_exec(isas[k], run + 1);
+                int bad = 0;
+                attn_status st = td_run(&c, &d, &e, run ? ATTN_PAGED_V2 : ATTN_PAGED_V1, out, lse);
+                if (st != ATTN_OK) { fails++; continue; }
+                if (k == 0 && run == 0) memcpy(first, out, sizeof out);  /* scalar */
+                for (int s = 0; s < 2; s++)
+                    for (int h = 0; h < c.H; h++)
+                        for (int e2 = 0; e2 < c.D; e2++) {
+                            size_t i = ((size_t)s * c.H + h) * c.D + e2;
+                            double want = d.ref_out[i];
+                            if (s == 1 && h / G == 0 && e2 == 9) { bad += !isnan(out[i]); continue; }
+                            if (s == 0 && h / G == 1) want = first[i];
+                            bad += !(fabs(out[i] - want) <= 2e-5 + 1e-3 * fabs(want));
+                        }
+                if (bad) printf("  G=%d isa=%s run %d: %d outputs wrong\n", G,
+                                attn_isa_name(isas[k]), run, bad);
+                fails += bad != 0;
+            }
+        td_free(&d);
+    }
+    CHECK_EQ_INT(fails, 0);
+}
+
 /* The vector fp8 decoders (used by the decode kernel in registers and by to_f32) give the bits
    of the scalar decoders for all 256 codes of both formats, NaNs and subnormals included, on
    every ISA; with a scale, each element is the scalar decode times the scale. */
@@ -556,6 +601,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
+    ATTN_TEST_ENTRY(decode_e4m3_nan_codes_take_the_exact_decode),                                  \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \
     ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer),                                    \
     ATTN_TEST_ENTRY(decode_version_rule_matches_vllm),                                             \
