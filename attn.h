@@ -165,6 +165,9 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.1  (2026-11-26)  paged decode over an f32 cache: one or two query heads a KV head
+                            (MHA, G = 2) run without padding to four; AVX2 decodes e4m3 rows
+                            without their NaN fix where a chunk has no NaN code (same results)
        0.4.0  (2026-11-26)  ATTN_ISA_AMX: bf16 prefill on AMX tiles (ATTN_NO_AMX,
                             ATTN_TILES_EMULATE); attn_cpu_features reports amx; ATTN_ISA_COUNT
                             moved up by one
@@ -206,8 +209,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.4.0"
+#define ATTN_VERSION_PATCH 1
+#define ATTN_VERSION_STRING "0.4.1"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -2139,8 +2142,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    name__neon, so a profiler's symbol (attn__decode_partition__avx512) is found by grepping
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
-       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_finite
-       attn__decode_chunk_e4m3_lut attn__decode_dot2_dots attn__decode_dot2_keys
+       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
+       attn__decode_chunk_format attn__decode_dot2_dots attn__decode_dot2_keys
        attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
        attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_heads
@@ -2149,7 +2152,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
        attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
-       attn__decode_rows_of attn__decode_softmax attn__decode_softmax_heads
+       attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
        attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
        attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
        attn__load_queries attn__logits_of attn__pack_value_cols attn__pack_value_pairs
@@ -2158,8 +2161,9 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
        attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values attn__tiles_begin
-       attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold
+       attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -4208,7 +4212,7 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
     attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
     attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
-#define ATTN__HAS_E4M3_FINITE 1  /* e4m3 rows checked free of NaN codes (attn__e4m3_has_nan__avx2) */
+#define ATTN__HAS_E4M3_FINITE 1  /* e4m3 decode without the NaN fix (attn__e4m3_has_nan__avx2) */
 #define ATTN__E4M3_HAS_NAN(p, n) attn__e4m3_has_nan__avx2((p), (n))
 #define ATTN__VLOAD_E4M3_FINITE(p)                                                                \
     _mm256_cvtph_ps(_mm256_castsi256_si128(attn__e4m3_f16_finite__avx2(                           \
@@ -4264,9 +4268,10 @@ ATTN__PRIVATE ATTN__INLINE __m256i attn__e4m3_f16__avx2(__m256i w) {
                                _mm256_set1_epi16(0x3f80));
     return _mm256_xor_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x4180)));
 }
-/* Whether any of the n e4m3 codes at p is a NaN (S.1111.111): a chunk's rows without one are
-   decoded without the NaN fix above (ATTN__FMT_E4M3_FINITE, three operations fewer per sixteen
-   codes; the scan costs three per thirty-two, once for all the heads of a group). */
+/* Whether any of the n e4m3 codes at p is a NaN (S.1111.111). The decode kernels read e4m3 rows
+   without the NaN fix above (ATTN__FMT_E4M3_FINITE, three operations fewer per sixteen codes);
+   a chunk with a NaN code goes to them as exact f32 copies instead (attn__decode_rows_of). The
+   scan costs three operations per thirty-two codes, once for all the heads of a group. */
 ATTN__PRIVATE ATTN__INLINE int attn__e4m3_has_nan__avx2(const void *p, size_t n) {
     const uint8_t *b = (const uint8_t *)p;
     const __m256i mag = _mm256_set1_epi8(0x7f);
@@ -5863,12 +5868,6 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
-/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
-    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
-}
-
 /* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #if ATTN__HAS_DOT2
@@ -5879,11 +5878,24 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #endif
 }
 
-/* The query heads the kernels run for each KV head: G itself for one or two (MHA, G = 2), so
-   that nothing is computed for padding, else G padded to a multiple of four (the pair kernels
-   always take four). The scratch keeps G4 rows a KV head either way. */
+/* Whether the KV heads have one or two query heads each (MHA, G = 2) over an f32 cache: the
+   kernels then run just those (attn__decode_heads), with no padding to four. Only f32: each
+   kernel width costs its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups);
+   the other dtypes' groups of four share each converted vector. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
+    return P->G <= 2 && P->kv_dtype == ATTN_F32;
+}
+
+/* The query heads the kernels run for each KV head: G itself for one or two, else G padded to a
+   multiple of four. The scratch keeps G4 rows a KV head either way. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
-    return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P) ? P->G : P->G4;
+    return ATTN__FN(attn__decode_small)(P) ? P->G : P->G4;
+}
+
+/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
+   without kernels of its own (ATTN_NO_FP8_KERNELS). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
+    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -5956,13 +5968,20 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
     size_t esz = attn_dtype_size(P->kv_dtype);
+    float mul = 1.0f;  /* rows read in place come as value / fold: the copies too */
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
+#if ATTN__HAS_E4M3_FINITE
+        if (!(P->kv_dtype == ATTN_FP8_E4M3 && ATTN__E4M3_HAS_NAN(base, (size_t)n * P->D)))
+            return r;
+        mul = 1.0f / ATTN__FN(attn__decode_fold)(P, 1.0f);  /* 1/256: exact */
+#else
         return r;
+#endif
     }
     for (int t = 0; t < n; t++) {  /* exact decode: the scale is folded elsewhere */
         float *row = tile + (size_t)t * Dv;
-        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, 1.0f);
+        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, mul);
         for (int d = P->D; d < Dv; d++) row[d] = 0.0f;
     }
     r.base = tile; r.dt = ATTN_F32; r.stride = (size_t)Dv;
@@ -6333,8 +6352,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp. For four, each value row is read whole and in
-   order: reading parts of several rows in turn defeats the hardware prefetcher. So the
+   DACC/8 vectors (see attn__decode_wide_heads); one or two (f32), in segments of DACC/hp. For
+   four, each value row is read whole and in order: reading parts of several rows in turn defeats the hardware prefetcher. So the
    accumulators of a whole row stay in registers for as many heads as fit (the chunk is re-read
    from L1 for the other heads), and only rows longer than DACC vectors are
    split. Converted rows are the exception where their conversion would be repeated for each head
@@ -6584,7 +6603,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
     }
-    if (ATTN__FN(attn__decode_heads)(P) < ATTN__HEAD_GROUP) {  /* G = 1 or 2, unpadded */
+    if (dt == ATTN__FMT_F32 && ATTN__FN(attn__decode_small)(P)) {  /* G = 1 or 2: f32 rows */
         const float *qh = sc->q + heads * Dv;
         float *ph = sc->p + heads * ATTN__DECODE_PSTRIDE, *oh = sc->o + heads * Dv;
         if (P->G == 1) { ATTN__DECODE_KERNELS(dt, 1) }
@@ -6620,6 +6639,12 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     return cursor;
 }
 
+/* The format a dtype's chunk kernels read: e4m3 without the NaN fix where the pass has that
+   (AVX2: attn__decode_rows_of hands a chunk with a NaN code to the kernels as f32 copies). */
+ATTN__PRIVATE ATTN__INLINE attn__format ATTN__FN(attn__decode_chunk_format)(attn__format f) {
+    return f == ATTN__FMT_E4M3 && ATTN__HAS_E4M3_FINITE ? ATTN__FMT_E4M3_FINITE : f;
+}
+
 /* The chunk kernels of one dtype, a function of their own: in one function for every dtype (a
    switch around the kernels), clang 14 merges the dtypes' loops into one that switches on the
    dtype inside. With this, ATTN__UNROLL_UPTO and the test in attn__decode_pv_cols, clang's
@@ -6635,20 +6660,16 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
    attn__decode_chunk_e4m3_lut for e4m3 through the byte tables; none for fp8 under
    ATTN_NO_FP8_KERNELS. */
 #define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
-    ATTN__KERNELS_##cls(ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t, ATTN__FMT_##U), )
+    ATTN__KERNELS_##cls(ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t,                              \
+                                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U)), )
 ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
 ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
 #endif
-#if ATTN__HAS_E4M3_FINITE && ATTN__FP8_KERNELS
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_finite, ATTN__FMT_E4M3_FINITE)
-#endif
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk; e4m3 rows
-   read in place without a NaN code skip the NaN fix where the pass has that (AVX2). The rows of
-   a chunk are one run of n * D codes. */
+/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                               ATTN__FN(attn__decode_rows) r, int n,
                                                               int Dk,
@@ -6656,11 +6677,6 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
                                                               size_t heads, int t,
                                                               attn__decode_ahead cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
-#if ATTN__HAS_E4M3_FINITE && ATTN__FP8_KERNELS
-    if (r.dt == ATTN_FP8_E4M3 && ATTN__FN(attn__decode_format)(r.dt) == ATTN__FMT_E4M3 &&
-        !ATTN__E4M3_HAS_NAN(r.base, (size_t)n * r.stride))
-        return ATTN__FN(attn__decode_chunk_e4m3_finite)(ATTN__CHUNK_ARGS);
-#endif
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
         ATTN__KERNELS_##cls(return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), break);

@@ -1355,7 +1355,8 @@ static void decode_at(const int *v) {
    Llama 3 70B (H64/Hk8); the sequences keep the KV bytes of 64 x Hk8 up to G = 4, then halve
    with each doubling of G so the FLOPs stay those of G = 4. */
 static void decode_shapes(void) {
-    const unsigned dims = 1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX;
+    const unsigned dims =
+            1u << DIM_KV | 1u << DIM_D | 1u << DIM_BS | 1u << DIM_SEQS | 1u << DIM_CTX;
     if (!g.gqa.n) { for_each_shape(dims, 64, decode_at); return; }
     for (int i = 0; i < g.gqa.n; i++) {
         int G = g.gqa.v[i];

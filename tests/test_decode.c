@@ -252,10 +252,10 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* One or two query heads a KV head (MHA; G = 2 as Gemma 2) run kernels of their own, with no
-   padded heads: their queries in registers where they fit, P.V with both heads sharing each
-   converted vector. Every cache dtype, head sizes in whole vectors or not (40, 80, through the
-   f32 tile), the bias options, and G = 3 beside them (padded to four). */
+/* One or two query heads a KV head (MHA; G = 2 as Gemma 2): over an f32 cache they run kernels
+   of their own with no padded heads (queries in registers where they fit), the other dtypes
+   groups of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the
+   f32 copies), the bias options, and G = 3 beside them (padded to four). */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 32, 40, 64, 80, 128, 256};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
@@ -551,7 +551,10 @@ TEST(decode_e4m3_nan_codes_take_the_exact_decode) {
                         for (int e2 = 0; e2 < c.D; e2++) {
                             size_t i = ((size_t)s * c.H + h) * c.D + e2;
                             double want = d.ref_out[i];
-                            if (s == 1 && h / G == 0 && e2 == 9) { bad += !isnan(out[i]); continue; }
+                            if (s == 1 && h / G == 0 && e2 == 9) {
+                                bad += !isnan(out[i]);
+                                continue;
+                            }
                             if (s == 0 && h / G == 1) want = first[i];
                             bad += !(fabs(out[i] - want) <= 2e-5 + 1e-3 * fabs(want));
                         }
