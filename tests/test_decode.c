@@ -257,19 +257,18 @@ TEST(decode_every_kv_and_activation_dtype) {
    groups of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the
    f32 copies), the bias options, and G = 3 beside them (padded to four). */
 TEST(decode_one_and_two_heads_per_kv_head) {
-    const int Ds[] = {16, 32, 40, 64, 80, 128, 256};
+    const int Ds[] = {16, 40, 80, 128};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
     int lens[4] = {1100, 33, 1, 0}, fails = 0;
     for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 4; i++)
             for (int h = 0; h < 4; h++) {
                 td_case c = td_base();
-                if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)((i + h) % 3);
-                c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 3 ? 3.0f : 0.0f;
+                c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 2 ? 3.0f : 0.0f;
                 c.sinks = h == 1;
-                c.bs = i == 4 ? 3 : 16;
+                c.bs = i == 1 ? 3 : 16;
                 if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
                 fails += td_check(&c, 2600 + (uint64_t)(kv * 64 + i * 8 + h));
             }
