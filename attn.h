@@ -1688,7 +1688,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
-#define ATTN__HEAD_GROUP 4       /* query heads processed together (G > 2 padded to a multiple) */
+#define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
 #define ATTN__WIDE_GROUP 8       /* ... or, where G allows, this many (attn__decode_wide_heads) */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
@@ -6054,7 +6054,7 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 #if ATTN__HAS_E4M3_FINITE
             return ATTN__VLOAD_E4M3_FINITE((const uint8_t *)base + i);
 #else
-            break;  /* only where the pass has it (attn__decode_chunk) */
+            break;  /* only where the pass has it (attn__decode_chunk_format) */
 #endif
     }
 #undef ATTN__LOAD_CASE
@@ -6089,7 +6089,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
             ATTN__VLOAD2_E4M3_FINITE((const uint8_t *)base + i, *a, *b);
             return;
 #else
-            break;  /* only where the pass has it (attn__decode_chunk) */
+            break;  /* only where the pass has it (attn__decode_chunk_format) */
 #endif
     }
     *a = *b = ATTN__VZERO();  /* not a format */
@@ -6353,13 +6353,14 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
    DACC/8 vectors (see attn__decode_wide_heads); one or two (f32), in segments of DACC/hp. For
-   four, each value row is read whole and in order: reading parts of several rows in turn defeats the hardware prefetcher. So the
-   accumulators of a whole row stay in registers for as many heads as fit (the chunk is re-read
-   from L1 for the other heads), and only rows longer than DACC vectors are
-   split. Converted rows are the exception where their conversion would be repeated for each head
-   (fp8 always: its decode costs more than the FMAs; f16 and bf16 when a row does not fit for two
-   heads, as D = 128 with AVX2): all four heads share each converted vector, in segments of DACC/4
-   vectors (a cache line of fp8 per segment when L = 16, so the order of lines hardly changes).
+   four, each value row is read whole and in order: reading parts of several rows in turn
+   defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
+   many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
+   than DACC vectors are split. Converted rows are the exception where their conversion would
+   be repeated for each head (fp8 always: its decode costs more than the FMAs; f16 and bf16 when
+   a row does not fit for two heads, as D = 128 with AVX2): all four heads share each converted
+   vector, in segments of DACC/4 vectors (a cache line of fp8 per segment when L = 16, so the
+   order of lines hardly changes).
    The measurements behind each choice: docs/PERF.md#decode-pv. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
                                                           const void *v,
@@ -6688,7 +6689,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode
 #else
             break;  /* only where the pass has the tables (attn__decode_format) */
 #endif
-        case ATTN__FMT_E4M3_FINITE: break;  /* chosen above, never a dtype's format */
+        case ATTN__FMT_E4M3_FINITE: break;  /* a chunk function's format, never a dtype's */
     }
 #undef ATTN__CHUNK_CASE
 #undef ATTN__CHUNK_ARGS
