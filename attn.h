@@ -6242,10 +6242,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 }
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_wide_heads). One or two keep their queries in
-   registers where they fit (not fp8, as for four). Of four, rows of up to DACC/2 vectors
-   keep the queries in registers, two heads at a time (the chunk is re-read from L1 for the other
-   two), except for fp8, whose decode costs more than the query loads it would save. f16 and
+   decoded once for the eight: see attn__decode_wide_heads). One or two (f32 rows only,
+   attn__decode_small) keep their queries in registers where they fit. Of four, rows of up to
+   DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is re-read from
+   L1 for the other two), except for fp8, whose decode costs more than the query loads it would save. f16 and
    bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from L1 they are
    faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
@@ -6261,8 +6261,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                           logits, ahead);
         return;
     }
-    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: their queries in registers if they fit */
-        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))
+    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads (f32): queries in registers if they fit */
+        if (nvec <= ATTN__DACC / hp)
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
                                               logits, ahead);
         else
@@ -6375,7 +6375,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
-    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both share each converted vector */
+    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads (f32): both read each row vector */
         for (d = 0; d < Dk; d += ATTN__DACC / hp * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(ATTN__DACC / hp, (Dk - d) / ATTN__L), hp,
@@ -6604,7 +6604,8 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
     }
-    if (dt == ATTN__FMT_F32 && ATTN__FN(attn__decode_small)(P)) {  /* G = 1 or 2: f32 rows */
+    /* G = 1 or 2 over f32 rows; dt first, a constant: no other dtype's function compiles it */
+    if (dt == ATTN__FMT_F32 && ATTN__FN(attn__decode_small)(P)) {
         const float *qh = sc->q + heads * Dv;
         float *ph = sc->p + heads * ATTN__DECODE_PSTRIDE, *oh = sc->o + heads * Dv;
         if (P->G == 1) { ATTN__DECODE_KERNELS(dt, 1) }
@@ -6784,8 +6785,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
                                                  float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
+    int heads = ATTN__FN(attn__decode_heads)(P);
     size_t qsz = attn_dtype_size(P->q_dtype);
-    for (h = 0; h < ATTN__FN(attn__decode_heads)(P); h++) {
+    for (h = 0; h < heads; h++) {
         float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
         if (h < G) {
@@ -6804,12 +6806,12 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
                                                         int64_t pos,
                                                         int64_t lo, int n, float *p,
                                                         float *partial) {
-    int G = P->G, h, c;
+    int G = P->G, h, c, n_heads;
     for (h = 0; h < G; h++)
         ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
                                        p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
-    for (h = G; h < ATTN__FN(attn__decode_heads)(P); h++)  /* padded heads contribute nothing */
+    for (h = G, n_heads = ATTN__FN(attn__decode_heads)(P); h < n_heads; h++)  /* padding: 0 */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
     for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P); h++)
