@@ -34,7 +34,7 @@
        ATTN_ASSERT_ON_ERROR      off            every error return also fails ATTN_ASSERT
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
        ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of a prefill call gives to
-                                                bf16 value tiles packed once, reused (see MEMORY)
+                                                key tiles packed once, reused (see MEMORY)
 
    QUICK START (examples/quickstart.c)
        #define ATTN_IMPLEMENTATION
@@ -102,8 +102,10 @@
        see no dtypes, and attn_forward's no cache, so on such a CPU they count this for f32 and
        f16 calls too, and attn_forward's for caches that are not bf16 with unit scales;
        exec.f32_probs = 1, which changes nothing else for those calls, leaves it out. On
-       ATTN_ISA_AMX (below) the same tiles hold each dim's keys in order instead (as the tiles
-       read them), and each thread's scratch holds two key tiles' scores and key rows.
+       ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
+       its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
+       for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
+       keys and values.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -165,6 +167,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.2  (2026-11-26)  ATTN_ISA_AMX: the keys packed for the tiles and kept with the
+                            values, over fp8 caches too; four key tiles a step
        0.4.1  (2026-11-26)  paged decode over an f32 cache: one or two query heads a KV head
                             (MHA, G = 2) run without padding to four; AVX2 decodes e4m3 rows
                             without their NaN fix where a chunk has no NaN code (same results)
@@ -209,8 +213,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 1
-#define ATTN_VERSION_STRING "0.4.1"
+#define ATTN_VERSION_PATCH 2
+#define ATTN_VERSION_STRING "0.4.2"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -1479,6 +1483,7 @@ ATTN__PRIVATE void attn__store_f32(void *p, attn_dtype dt, size_t i, float x) {
 typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_source;
 
 #define ATTN__KEY_TILE 64        /* keys per tile: a multiple of every ISA's micro-tile height */
+#define ATTN__TILE_STEP 4        /* key tiles a step of the AMX tile kernels (tile-step) */
 #define ATTN__MAX_MR 8           /* largest micro-tile height (keys or dims) over the ISAs */
 #define ATTN__ROW_QUANTUM 48     /* a multiple of every ISA's row block (NV * lanes) */
 #define ATTN__QUERY_ROWS 96      /* target query rows (tokens x grouped heads) per work item */
@@ -1592,11 +1597,35 @@ typedef struct attn__prefill_scratch {
     const float **krows, **vrows;  /* [KEY_TILE] where each key / value row of the tile is */
     const uint16_t **krows16, **vrows16;  /* [KEY_TILE] the same for the bf16 pair kernels */
     attn__value_cache *vcache;     /* the thread's packed value tiles (NULL when it keeps none) */
-    uint32_t *vtiles;              /* [value_tiles][KEY_TILE / 2][Dp] value pairs */
+    uint32_t *vtiles;              /* [value_tiles][attn__cached_tile_words] packed tiles */
 } attn__prefill_scratch;
 
 /* One key tile's values interleaved by pairs of keys: [KEY_TILE / 2][Dp] u32. */
 ATTN__PRIVATE size_t attn__value_tile_words(int Dp) { return (ATTN__KEY_TILE / 2) * (size_t)Dp; }
+/* One cached key tile: its value pairs, or where the tile kernels may run (key_rows above
+   KEY_TILE) its value columns and then its keys packed for the score tiles, as many words. */
+ATTN__PRIVATE size_t attn__cached_tile_words(int Dp, int key_rows) {
+    return attn__value_tile_words(Dp) * (key_rows > ATTN__KEY_TILE ? 2 : 1);
+}
+
+/* The thread's cached slot for the key tile at k0 (n keys) of (sequence seq, KV head g), or
+   NULL where that tile is not kept. The query tiles of one (sequence, KV head) all walk its
+   keys from 0 in the same whole tiles, so a thread keeps the first value_tiles of them packed
+   and every later item of that KV head reads them back (the same values: results never depend
+   on the cache). *fill says the slot is new: the caller packs it now. */
+ATTN__PRIVATE uint32_t *attn__cached_tile(const attn__prefill_plan *P, int seq, int g, int64_t k0,
+                                          int n, const attn__prefill_scratch *sc, int *fill) {
+    attn__value_cache *cache = sc->vcache;
+    int64_t t = k0 / ATTN__KEY_TILE;
+    *fill = 0;
+    if (!cache || n != ATTN__KEY_TILE || k0 % ATTN__KEY_TILE != 0 || t >= P->value_tiles)
+        return NULL;
+    if (cache->seq != seq || cache->g != g) { cache->seq = seq; cache->g = g; cache->tiles = 0; }
+    if (t > cache->tiles) return NULL;
+    *fill = t == cache->tiles;
+    cache->tiles += *fill;
+    return sc->vtiles + (size_t)t * attn__cached_tile_words(P->Dp, P->key_rows);
+}
 
 ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
     size_t at = (size_t)*cursor;  /* in integers: measuring starts from a NULL base */
@@ -1605,8 +1634,8 @@ ATTN__PRIVATE size_t attn__carve(char **cursor, size_t bytes) {
 }
 
 /* Lays out one thread's prefill scratch at base (NULL = just measure); returns its size.
-   key_rows: keys per step, ATTN__KEY_TILE, or twice that where the tile kernels may run (they
-   take two key tiles a step); it sizes the scores and the key rows. */
+   key_rows: keys per step, ATTN__KEY_TILE, or ATTN__TILE_STEP times that where the tile kernels
+   may run; it sizes the scores, the key rows and the tiles packed in kt. */
 ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, int value_tiles,
                                                   int key_rows, char *base,
                                                   attn__prefill_scratch *s) {
@@ -1634,7 +1663,8 @@ ATTN__PRIVATE size_t attn__prefill_scratch_layout(int rows_cap, int D, int Dp, i
         t.vcache = (attn__value_cache *)attn__carve(&c, sizeof(attn__value_cache));
         t.vtiles =
                 (uint32_t *)attn__carve(&c,
-                        sizeof(uint32_t) * attn__value_tile_words(Dp) * (size_t)value_tiles);
+                        sizeof(uint32_t) * attn__cached_tile_words(Dp, key_rows) *
+                        (size_t)value_tiles);
     }
     if (s) *s = t;
     return (size_t)(c - base);
@@ -2155,12 +2185,12 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
        attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
        attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
-       attn__load_queries attn__logits_of attn__pack_value_cols attn__pack_value_pairs
-       attn__pack_values attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
+       attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
+       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
        attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
        attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
        attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
-       attn__tile_key_block attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
        attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
        attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold
        attn__vexp attn__vtanh */
@@ -2516,12 +2546,20 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
 }
 
+/* Keys a prefill step takes: TILE_STEP key tiles where the tile kernels may run (the call's
+   ISA has them and D is a multiple of 32, as they need), else one. */
+ATTN__PRIVATE int attn__key_rows(const attn__call *c, int head_size) {
+    return c->tiles && head_size % 32 == 0 ? ATTN__TILE_STEP * ATTN__KEY_TILE : ATTN__KEY_TILE;
+}
+
 /* How many whole key tiles of packed bf16 value pairs each thread of a prefill call keeps (see
    MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
    ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (the call's kernel table or CPU
    lacks them, f32_probs, oneDNN). */
 ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
-    size_t tile_bytes = sizeof(uint32_t) * attn__value_tile_words(attn__padded_dims(head_size));
+    int key_rows = attn__key_rows(c, head_size);
+    size_t tile_bytes =
+            sizeof(uint32_t) * attn__cached_tile_words(attn__padded_dims(head_size), key_rows);
     int64_t fit = (int64_t)(ATTN_VALUE_CACHE_BYTES / tile_bytes);
     if (!(c->pairs || c->tiles) || c->gemm != ATTN_GEMM_NATIVE) return 0;
     if (longest >= 0) fit = ATTN__MIN(fit, longest / ATTN__KEY_TILE);
@@ -2535,7 +2573,8 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
                                              attn__prefill_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int rows_cap = attn__rows_cap(G);
-    int Dp = attn__padded_dims(D), key_rows = c->tiles ? 2 * ATTN__KEY_TILE : ATTN__KEY_TILE;
+    int Dp = attn__padded_dims(D);
+    int key_rows = attn__key_rows(c, D);
     size_t per_thread = attn__align_up(
             attn__prefill_scratch_layout(rows_cap, D, Dp, value_tiles, key_rows, NULL, NULL));
 #ifdef ATTN_USE_ONEDNN  /* the oneDNN engine has its own tiles */
@@ -3477,10 +3516,12 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
 
 /* ---------------------------------------------------------------------------------------------
    [Q] Paged prefill and merge_states. */
-/* Paged prefill's packed value tiles: only a bf16 cache can take the pair kernels. */
+/* Paged prefill's packed tiles: a bf16 cache for the pair kernels, and an fp8 cache too where
+   the tile kernels may run (they pack its rows as bf16). */
 ATTN__PRIVATE int attn__paged_value_tiles(const attn__call *c, const attn_kv_cache *cache,
                                           const int32_t *seq_lens, int num_seqs) {
-    if (cache->dtype != ATTN_BF16) return 0;
+    int tiles = attn__key_rows(c, cache->head_size) > ATTN__KEY_TILE;
+    if (cache->dtype != ATTN_BF16 && !(tiles && attn__is_fp8(cache->dtype))) return 0;
     return attn__value_cache_tiles(c, cache->head_size, attn__longest(NULL, seq_lens, num_seqs));
 }
 
@@ -5105,51 +5146,18 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_pairs)(const attn__prefill_plan *P,
     }
 }
 
-#if ATTN__HAS_TILES
-ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, int n,
-                                                   const attn__prefill_scratch *sc, uint32_t *dst);
-#endif
-/* The tile's values packed for the pair kernels (pairs of keys, [n/2][Dp]) or, with `cols`, for
-   the tile kernels (attn__pack_value_cols). */
-ATTN__PRIVATE void ATTN__FN(attn__pack_values)(const attn__prefill_plan *P, int n,
-                                               const attn__prefill_scratch *sc, uint32_t *dst,
-                                               int cols) {
-#if ATTN__HAS_TILES
-    if (cols) { ATTN__FN(attn__pack_value_cols)(P, n, sc, dst); return; }
-#endif
-    (void)cols;
-    ATTN__FN(attn__pack_value_pairs)(P, n, sc, dst);
-}
-
-/* The values of the tile at k0 (n keys), packed for the pair or (cols) the tile kernels. The
-   query tiles of one (sequence, KV head) all walk its keys from 0 in the same whole tiles, so
-   a thread keeps the first value_tiles of them packed and every later item of that KV head
-   reads them back (the same values: results never depend on the cache); partial tiles and
-   tiles past the cache are packed into scratch (pairs: vt; columns: kt past its first
-   KEY_TILE / 2 * D words). The tile's rows are where attn__tile_rows16 left them. */
+/* The values of the tile at k0 (n keys) as pairs for the pair kernels: from the thread's cache
+   (attn__cached_tile), or packed now into the cache's new slot or into vt. The tile's rows are
+   where attn__tile_rows16 left them. */
 ATTN__PRIVATE const uint32_t *ATTN__FN(attn__tile_values)(const attn__prefill_plan *P, int seq,
-                                                          int g, int64_t k0, int n, int cols,
+                                                          int g, int64_t k0, int n,
                                                           const attn__prefill_scratch *sc) {
-    attn__value_cache *cache = sc->vcache;
-    int64_t t = k0 / ATTN__KEY_TILE;
-    if (cache && n == ATTN__KEY_TILE && k0 % ATTN__KEY_TILE == 0 && t < P->value_tiles) {
-        uint32_t *slot = sc->vtiles + (size_t)t * attn__value_tile_words(P->Dp);
-        if (cache->seq != seq || cache->g != g) {
-            cache->seq = seq; cache->g = g; cache->tiles = 0;
-        }
-        if (t < cache->tiles) return slot;
-        if (t == cache->tiles) {
-            ATTN__FN(attn__pack_values)(P, n, sc, slot, cols);
-            cache->tiles++;
-            return slot;
-        }
-    }
-    /* uncached: pairs into vt; columns into kt past its first KEY_TILE / 2 * D words (vt holds
-       their pairs; attn__tile_step hands each key tile a kt shifted past its key rows) */
-    uint32_t *dst = cols ? (uint32_t *)(void *)(sc->kt + (size_t)ATTN__KEY_TILE / 2 * P->D)
-                    : (uint32_t *)(void *)sc->vt;
-    ATTN__FN(attn__pack_values)(P, n, sc, dst, cols);
-    return dst;
+    int fill;
+    uint32_t *slot = attn__cached_tile(P, seq, g, k0, n, sc, &fill);
+    if (slot && !fill) return slot;
+    if (!slot) slot = (uint32_t *)(void *)sc->vt;
+    ATTN__FN(attn__pack_value_pairs)(P, n, sc, slot);
+    return slot;
 }
 #endif
 
@@ -5353,12 +5361,14 @@ ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, in
 /* The tile kernels (ATTN_ISA_AMX) for bf16 queries, keys and values with D a multiple of 32:
    both products of a key tile on 16 x 16 f32 tiles, in the item's transposed layout, under the
    pair path's precision rule (queries unscaled, probabilities rounded to bf16 for P.V):
-     scores   S^T[key][row] = K . Q^T: A = 16 key rows, 32 dims a step (read in place where
-              the rows are evenly spaced, else packed), B = the queries' pairs of dims (qt);
+     scores   S^T[key][row] = K . Q^T: A = 16 key rows, 32 dims a step (packed into 1 KB
+              blocks), B = the queries' pairs of dims (qt);
      outputs  O^T[dim][row] += V^T . P^T: A = 16 rows of the values transposed (dim d's keys in
-              order, so pairs of keys; packed once per (sequence, KV head) and tile, cached like
-              the pair path's value tiles), B = the probabilities' pairs of keys (s, as
+              order, so pairs of keys), B = the probabilities' pairs of keys (s, as
               attn__exp_pairs leaves them).
+   Both A operands are packed once per (sequence, KV head) and key tile and kept like the pair
+   path's value tiles (attn__tile_operands). A step takes TILE_STEP key tiles, so the outputs
+   are loaded, rescaled and stored once per 256 keys (docs/PERF.md#tile-step).
    Tiles 0-3 accumulate a 2 x 2 block of 16 x 16 results, 4-5 hold A, 6-7 hold B; every tile
    is 16 rows of 64 bytes. ATTN__T* are the AMX instructions in the AVX-512 pass, and in the
    AVX2 pass (ATTN_TILES_EMULATE) the same operations on a tile file in memory, so the kernels
@@ -5422,10 +5432,9 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_emu_dp)(ATTN__FN(attn__tile_file) *tf, in
 }
 #endif
 
-/* S^T for nk (1 or 2) blocks of 16 keys (rows kb[i], stride kst[i] bytes) by nr (1 or 2)
+/* S^T for nk (1 or 2) blocks of 16 keys (packed by attn__pack_key_tiles from kp) by nr (1 or 2)
    blocks of 16 rows (query pairs of dims qt2, row stride rs), over D dims; into s (stride rs). */
-ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *const *kb,
-                                                              const size_t *kst, int nk,
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *kp, int nk,
                                                               const uint32_t *qt2, int rs, int nr,
                                                               int D, float *s) {
     ATTN__FN(attn__tile_file) tf;
@@ -5438,7 +5447,8 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *co
     if (nk > 1 && nr > 1) ATTN__TZERO(tf, 3);
     for (int d = 0; d < D; d += 32) {
         const uint32_t *q = qt2 + (size_t)(d / 2) * rs;
-        ATTN__TLOAD(tf, 4, kb[0] + d, kst[0]);
+        const uint16_t *k = kp + (size_t)(d / 32) * 512;  /* 16 keys x 32 dims, 1 KB */
+        ATTN__TLOAD(tf, 4, k, 64);
         ATTN__TLOAD(tf, 6, q, row);
         ATTN__TDP(tf, 0, 4, 6);
         if (nr > 1) {
@@ -5446,7 +5456,7 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__qk_tiles)(const uint16_t *co
             ATTN__TDP(tf, 1, 4, 7);
         }
         if (nk > 1) {
-            ATTN__TLOAD(tf, 5, kb[1] + d, kst[1]);
+            ATTN__TLOAD(tf, 5, k + (size_t)16 * D, 64);
             ATTN__TDP(tf, 2, 5, 6);
             if (nr > 1) ATTN__TDP(tf, 3, 5, 7);
         }
@@ -5514,22 +5524,29 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows_to_bf16)(const attn__prefill_plan *P
     }
 }
 
-/* Where the 16 keys from key c0 of the tile are for a tile load: in place when their rows are
-   evenly spaced (dense rows, a block of the paged cache), else copied into pack ([16][D]). */
-ATTN__PRIVATE const uint16_t *ATTN__FN(attn__tile_key_block)(const attn__prefill_scratch *sc,
-                                                             int c0, int D, uint16_t *pack,
-                                                             size_t *stride) {
-    const uint16_t *const *rows = sc->krows16 + c0;
-    uintptr_t step = (uintptr_t)rows[1] - (uintptr_t)rows[0];
-    int even = (uintptr_t)rows[1] > (uintptr_t)rows[0];
-    for (int i = 2; i < 16 && even; i++)
-        even = (uintptr_t)rows[i] - (uintptr_t)rows[i - 1] == step;
-    if (even) { *stride = (size_t)step; return rows[0]; }
-    for (int i = 0; i < 16; i++)  /* rows made bf16 in pack already sit where they go */
-        if (rows[i] != pack + (size_t)i * D)
-            memcpy(pack + (size_t)i * D, rows[i], sizeof(uint16_t) * (size_t)D);
-    *stride = sizeof(uint16_t) * (size_t)D;
-    return pack;
+/* A key tile's keys (sc->krows16, padded to whole blocks of 16) as the A tiles of the score
+   products: dims [32 j, 32 j + 32) of keys [16 b, 16 b + 16) at pack + (b D / 32 + j) 512 words,
+   1 KB each, loaded with a stride of 64 bytes. The cache holds a KV head's rows a whole K/V row
+   apart (2 KB for 8 heads of 128 dims), which maps a tile's 16 rows onto two L1 sets: loaded in
+   place they came from L2 (docs/PERF.md#tile-step). fp8 rows are made bf16 on the way (exact,
+   unscaled: k_scale goes into the scores). */
+ATTN__PRIVATE void ATTN__FN(attn__pack_key_tiles)(const attn__prefill_plan *P, int keys,
+                                                  const attn__prefill_scratch *sc,
+                                                  uint16_t *pack) {
+    const uint16_t *zero = (const uint16_t *)(const void *)sc->zero;
+    uint16_t *bf16_row = (uint16_t *)(void *)(sc->rowblk + P->D);  /* past to_f32's D floats */
+    int D = P->D, chunks = D / 32;
+    for (int c = 0; c < keys; c++) {
+        const uint16_t *src = sc->krows16[c];
+        uint16_t *dst = pack + ((size_t)(c / 16) * chunks * 16 + c % 16) * 32;
+        if (P->kv_dtype != ATTN_BF16 && src != zero) {
+            ATTN__FN(attn__to_f32)(sc->rowblk, src, P->kv_dtype, D, 1.0f);
+            ATTN__FN(attn__from_f32)(bf16_row, ATTN_BF16, sc->rowblk, D);
+            src = bf16_row;
+        }
+        for (int j = 0; j < chunks; j++)
+            memcpy(dst + (size_t)j * 512, src + 32 * j, 32 * sizeof(uint16_t));
+    }
 }
 
 /* The tile's n values as columns for the output tiles, dst [D][KEY_TILE] bf16 (row d: the keys
@@ -5557,6 +5574,29 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, 
         }
 }
 
+/* Key tile t of a step (keys [k0, k0 + n), n <= KEY_TILE) as the tile kernels read it: its value
+   columns (*vc, attn__pack_value_cols) and its keys (*kc, attn__pack_key_tiles), from the
+   thread's cache (attn__cached_tile) or packed now into the cache's new slot (values, then
+   keys) or into kt (keys of tile t at 32 D t floats, values at 32 D (t + 2)). */
+ATTN__PRIVATE void ATTN__FN(attn__tile_operands)(const attn__prefill_plan *P, int seq, int g,
+                                                 int64_t k0, int n, int t,
+                                                 const attn__prefill_scratch *sc,
+                                                 const uint16_t **vc, const uint16_t **kc) {
+    int fill, keys = (n + 15) / 16 * 16;
+    size_t words = (size_t)(ATTN__KEY_TILE / 2) * P->D;  /* one tile's keys or values, floats */
+    uint32_t *slot = attn__cached_tile(P, seq, g, k0, n, sc, &fill);
+    uint32_t *vdst = slot ? slot
+                          : (uint32_t *)(void *)(sc->kt + (size_t)(t + ATTN__TILE_STEP) * words);
+    uint16_t *kdst = (uint16_t *)(void *)(slot ? slot + attn__value_tile_words(P->Dp)
+                                               : (uint32_t *)(void *)(sc->kt + (size_t)t * words));
+    *vc = (const uint16_t *)(const void *)vdst;
+    *kc = kdst;
+    if (slot && !fill) return;
+    ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, keys, sc);
+    ATTN__FN(attn__pack_value_cols)(P, n, sc, vdst);
+    ATTN__FN(attn__pack_key_tiles)(P, keys, sc, kdst);
+}
+
 /* O = O * alpha for the rows [r_begin, r_end) whose factor is not 1, a vector of rows at a
    time. */
 ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *sc, int rs, int D,
@@ -5573,11 +5613,10 @@ ATTN__PRIVATE void ATTN__FN(attn__rescale_outputs)(const attn__prefill_scratch *
     }
 }
 
-/* One step on tiles: keys [k0, k0+n), n <= 2 KEY_TILE, for the rows [0, rows_pad) (a multiple
-   of 16) of an item whose first query is at pos0. First the keys' rows for the score tiles
-   (in place, or packed into the first half of kt) and the values as columns (each key tile's,
-   cached, or packed into the second half of kt). Then, a pair of row blocks (32 rows) at a
-   time, software-pipelined: the scores of pair r go to the tiles, then the softmax of pair
+/* One step on tiles: keys [k0, k0+n), n <= TILE_STEP KEY_TILE, for the rows [0, rows_pad) (a
+   multiple of 16) of an item whose first query is at pos0. First each key tile's keys and
+   values as the tiles read them (attn__tile_operands). Then, a pair of row blocks (32 rows) at
+   a time, software-pipelined: the scores of pair r go to the tiles, then the softmax of pair
    r - 1 runs on the vector units while the tiles work, then that pair's outputs: O = O * alpha
    + P . V, after zeroing the pairs of probabilities past the keys up to a whole 32-key step
    (the products read them). Each row's stages keep their order and rows never mix, so the
@@ -5587,29 +5626,19 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
                                              const attn__prefill_scratch *sc) {
     int rs = P->rows_cap, D = P->D, blocks = (n + 15) / 16, pairs = (n + 1) / 2;
     int chunks = (pairs + 15) / 16, groups = (rows_pad + 31) / 32, b, t, r;
-    uint16_t *pack = (uint16_t *)(void *)sc->kt;  /* [key_rows][D]: the first half of kt */
     uint32_t *p2 = (uint32_t *)(void *)sc->s;
-    const uint16_t *kb[2 * ATTN__KEY_TILE / 16], *vc[2] = {NULL, NULL};
-    size_t kst[2 * ATTN__KEY_TILE / 16];
+    const uint16_t *vc[ATTN__TILE_STEP], *kc[ATTN__TILE_STEP];
     float score_mul = P->q_mul * P->k_scale;  /* an fp8 cache's key scale (1 for bf16) */
-    ATTN__FN(attn__tile_rows16)(P, seq, g, k0, n, blocks * 16, sc);
-    if (P->kv_dtype != ATTN_BF16)  /* fp8 keys as bf16 in pack, evenly spaced from there */
-        ATTN__FN(attn__tile_rows_to_bf16)(P, sc->krows16, 0, n, pack, sc);
-    for (b = 0; b < blocks; b++)
-        kb[b] = ATTN__FN(attn__tile_key_block)(sc, 16 * b, D, pack + (size_t)16 * b * D, &kst[b]);
-    for (t = 0; t * ATTN__KEY_TILE < n; t++) {  /* key tile t: its rows from vrows16[64 t] */
-        attn__prefill_scratch half = *sc;
-        int nt = ATTN__MIN(ATTN__KEY_TILE, n - t * ATTN__KEY_TILE);
-        half.vrows16 += t * ATTN__KEY_TILE;
-        half.kt += (size_t)(t + 1) * (ATTN__KEY_TILE / 2) * D;  /* uncached: kt + 64 D + 32 D t */
-        vc[t] = (const uint16_t *)(const void *)ATTN__FN(attn__tile_values)(
-                P, seq, g, k0 + t * ATTN__KEY_TILE, nt, 1, &half);
-    }
+    for (t = 0; t * ATTN__KEY_TILE < n; t++)
+        ATTN__FN(attn__tile_operands)(P, seq, g, k0 + t * ATTN__KEY_TILE,
+                                      ATTN__MIN(ATTN__KEY_TILE, n - t * ATTN__KEY_TILE), t, sc,
+                                      &vc[t], &kc[t]);
     for (r = 0; r <= groups; r++) {
         if (r < groups) {  /* scores of row pair r */
             int rb = 32 * r, nr = ATTN__MIN(2, (rows_pad - rb) / 16);
             for (b = 0; b < blocks; b += 2)
-                ATTN__FN(attn__qk_tiles)(kb + b, kst + b, ATTN__MIN(2, blocks - b),
+                ATTN__FN(attn__qk_tiles)(kc[b / 4] + (size_t)16 * (b % 4) * D,
+                                         ATTN__MIN(2, blocks - b),
                                          (const uint32_t *)(const void *)sc->qt + rb, rs, nr, D,
                                          sc->s + (size_t)16 * b * rs + rb);
         }
@@ -5623,8 +5652,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
                 memset(p2 + (size_t)c2 * rs + r0, 0, sizeof(uint32_t) * (size_t)(r1 - r0));
             ATTN__FN(attn__rescale_outputs)(sc, rs, D, r0, r1);
             for (d = 0; d < D; d += 32) {
-                const uint16_t *vd[2] = {vc[0] + (size_t)d * ATTN__KEY_TILE,
-                                         vc[1] ? vc[1] + (size_t)d * ATTN__KEY_TILE : NULL};
+                const uint16_t *vd[ATTN__TILE_STEP];
+                for (t = 0; t * ATTN__KEY_TILE < n; t++) vd[t] = vc[t] + (size_t)d * ATTN__KEY_TILE;
                 ATTN__FN(attn__pv_tiles)(vd, p2 + r0, rs, (r1 - r0) / 16, chunks,
                                          sc->ot + (size_t)d * rs + r0);
             }
@@ -5727,7 +5756,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
     if (on_tiles) ATTN__FN(attn__tiles_begin)();
 #endif
     attn__visible_keys(&P->logits, pos0, pmax, Lk, &kbeg, &kend);
-    int step = on_tiles ? P->key_rows : ATTN__KEY_TILE;  /* tiles: two key tiles a step */
+    int step = on_tiles ? P->key_rows : ATTN__KEY_TILE;  /* tiles: TILE_STEP key tiles a step */
     for (k0 = kbeg; k0 < kend; k0 += step) {
         int n = (int)ATTN__MIN((int64_t)step, kend - k0);
         int next = (int)ATTN__MIN((int64_t)step, kend - k0 - n);
@@ -5745,7 +5774,7 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item)(const attn__prefill_plan *P, int
                                           pairs ? P->q_mul : 1.0f, pairs, &sc, rb);
         const uint32_t *vt2 = NULL;
 #if ATTN__HAS_PAIRS
-        if (pairs) vt2 = ATTN__FN(attn__tile_values)(P, seq, g, k0, n, 0, &sc);
+        if (pairs) vt2 = ATTN__FN(attn__tile_values)(P, seq, g, k0, n, &sc);
 #endif
         ATTN__FN(attn__tile_outputs)(P, n, rows_pad, vt2, &sc);
     }

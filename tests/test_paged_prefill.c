@@ -110,6 +110,11 @@ TEST(paged_prefill_every_option_and_dtype) {
         td_case c = td_base();
         c.num_seqs = 2; c.kv_dt = c.act_dt = ATTN_BF16; c.bs = 16;
         fails += tp_check(c, lctx, lchunk, 1, 2250);
+        for (int kv = ATTN_FP8_E4M3; kv <= ATTN_FP8_E5M2; kv++) {  /* the tile kernels keep an
+                                                                      fp8 cache's tiles too */
+            c.kv_dt = (attn_dtype)kv; c.k_scale = 0.02f; c.v_scale = 0.005f;
+            fails += tp_check(c, lctx, lchunk, 1, 2260 + (uint64_t)kv);
+        }
     }
     td_case nc = td_base();  /* non-causal (cross attention over a cached encoder) */
     nc.num_seqs = 3;

@@ -249,36 +249,45 @@ TEST(sdpa_bf16_value_cache) {
     CHECK(attn_sdpa_workspace_size(&p, NULL, NULL, NULL, 2) >= attn_sdpa_workspace_size(&p, NULL,
             cu_q, cu_k, 2));
 
+    /* a workspace that holds another call's packed tiles (other keys and values) gives the
+       bits of a fresh one, on every ISA (the tile kernels keep the keys too) */
     ts_case c; memset(&c, 0, sizeof c);
     int lq1[1] = {60}, lk1[1] = {300};
     c.H = 4; c.Hk = 1; c.D = 64; c.num_seqs = 1; c.lq = lq1; c.lk = lk1; c.dt = ATTN_BF16;
     c.causal = 1;
     ts_data a;
     ts_make(&c, 820, &a);
-    size_t nk = (size_t)a.cu_k[1] * a.kv_stride + 1;  /* other values, as ts_make lays them out */
+    size_t nk = (size_t)a.cu_k[1] * a.kv_stride + 1;  /* other keys and values, as ts_make lays
+                                                          them out */
     uint64_t rng = 821;
-    void *v2 = tu_alloc(nk * 4);
-    float *v2f = (float *)tu_alloc(nk * 4);
-    tu_fill(&rng, ATTN_BF16, v2, v2f, nk, -1.0f, 1.0f);
-    attn_exec e = tu_exec(ATTN_ISA_AUTO, 1);
-    size_t n_out = (size_t)60 * 4 * 64,
-           ws_bytes = attn_sdpa_workspace_size(&a.p, &e, a.cu_q, a.cu_k, 1);
+    void *k2 = tu_alloc(nk * 4), *v2 = tu_alloc(nk * 4);
+    float *f2 = (float *)tu_alloc(nk * 4);
+    tu_fill(&rng, ATTN_BF16, k2, f2, nk, -1.0f, 1.0f);
+    tu_fill(&rng, ATTN_BF16, v2, f2, nk, -1.0f, 1.0f);
+    size_t n_out = (size_t)60 * 4 * 64;
     uint16_t *reused = (uint16_t *)tu_alloc(n_out * 2), *fresh = (uint16_t *)tu_alloc(n_out * 2);
-    void *ws = tu_alloc(ws_bytes);
-    attn_rows o = {reused, ATTN_BF16, 0};
     attn_rows qa = {a.q, ATTN_BF16, a.q_stride}, ka = {a.k, ATTN_BF16, a.kv_stride},
               va = {a.v, ATTN_BF16, a.kv_stride};
-    attn_rows vb = {v2, ATTN_BF16, a.kv_stride};
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, va, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
-                 ATTN_OK);
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
-                 ATTN_OK);
-    memset(ws, 0, ws_bytes);
-    o.data = fresh;
-    CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
-                 ATTN_OK);
-    CHECK_BITEQ(reused, fresh, n_out * 2);
-    free(ws); free(reused); free(fresh); free(v2); free(v2f);
+    attn_rows kb = {k2, ATTN_BF16, a.kv_stride}, vb = {v2, ATTN_BF16, a.kv_stride};
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);
+    for (int i = 0; i < n_isa; i++) {
+        attn_exec e = tu_exec(isas[i], 1);
+        size_t ws_bytes = attn_sdpa_workspace_size(&a.p, &e, a.cu_q, a.cu_k, 1);
+        void *ws = tu_alloc(ws_bytes);
+        attn_rows o = {reused, ATTN_BF16, 0};
+        CHECK_STATUS(attn_sdpa(&a.p, &e, qa, ka, va, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                     ATTN_OK);
+        CHECK_STATUS(attn_sdpa(&a.p, &e, qa, kb, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                     ATTN_OK);
+        memset(ws, 0, ws_bytes);
+        o.data = fresh;
+        CHECK_STATUS(attn_sdpa(&a.p, &e, qa, kb, vb, o, a.cu_q, a.cu_k, 1, 1, NULL, ws, ws_bytes),
+                     ATTN_OK);
+        CHECK_BITEQ(reused, fresh, n_out * 2);
+        free(ws);
+    }
+    free(reused); free(fresh); free(k2); free(v2); free(f2);
     ts_free(&a);
 }
 
