@@ -128,7 +128,7 @@
        keeps tiles off. On tiles: Q.K and P.V of bf16 prefill (attn_sdpa, attn_paged_prefill,
        attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) or an fp8 cache
        (its values are exact in bf16: the key scale goes onto the scores, the value scale onto
-       the outputs) and a head size that is a multiple of 32, two 64-key tiles a step, the
+       the outputs) and a head size that is a multiple of 32, four 64-key tiles a step, the
        softmax on AVX-512 between the products; everything else runs as on AVX-512. Each item
        configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
        pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
@@ -1483,7 +1483,7 @@ ATTN__PRIVATE void attn__store_f32(void *p, attn_dtype dt, size_t i, float x) {
 typedef enum attn__kv_source { ATTN__KV_ROWS = 0, ATTN__KV_PAGED } attn__kv_source;
 
 #define ATTN__KEY_TILE 64        /* keys per tile: a multiple of every ISA's micro-tile height */
-#define ATTN__TILE_STEP 4        /* key tiles a step of the AMX tile kernels (tile-step) */
+#define ATTN__TILE_STEP 4        /* key tiles a step of the tile kernels (docs/PERF.md#tile-step) */
 #define ATTN__MAX_MR 8           /* largest micro-tile height (keys or dims) over the ISAs */
 #define ATTN__ROW_QUANTUM 48     /* a multiple of every ISA's row block (NV * lanes) */
 #define ATTN__QUERY_ROWS 96      /* target query rows (tokens x grouped heads) per work item */
