@@ -2552,10 +2552,10 @@ ATTN__PRIVATE int attn__key_rows(const attn__call *c, int head_size) {
     return c->tiles && head_size % 32 == 0 ? ATTN__TILE_STEP * ATTN__KEY_TILE : ATTN__KEY_TILE;
 }
 
-/* How many whole key tiles of packed bf16 value pairs each thread of a prefill call keeps (see
+/* How many whole key tiles each thread of a prefill call keeps packed (attn__cached_tile, see
    MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
-   ATTN_VALUE_CACHE_BYTES; none where the pair kernels cannot run (the call's kernel table or CPU
-   lacks them, f32_probs, oneDNN). */
+   ATTN_VALUE_CACHE_BYTES; none where neither the pair nor the tile kernels can run (the call's
+   kernel table or CPU lacks them, f32_probs, oneDNN). */
 ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
     int key_rows = attn__key_rows(c, head_size);
     size_t tile_bytes =
@@ -5525,11 +5525,11 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_rows_to_bf16)(const attn__prefill_plan *P
 }
 
 /* A key tile's keys (sc->krows16, padded to whole blocks of 16) as the A tiles of the score
-   products: dims [32 j, 32 j + 32) of keys [16 b, 16 b + 16) at pack + (b D / 32 + j) 512 words,
-   1 KB each, loaded with a stride of 64 bytes. The cache holds a KV head's rows a whole K/V row
-   apart (2 KB for 8 heads of 128 dims), which maps a tile's 16 rows onto two L1 sets: loaded in
-   place they came from L2 (docs/PERF.md#tile-step). fp8 rows are made bf16 on the way (exact,
-   unscaled: k_scale goes into the scores). */
+   products: dims [32 j, 32 j + 32) of keys [16 b, 16 b + 16) at pack + (b D / 32 + j) 512
+   (bf16 elements), 1 KB each, loaded with a stride of 64 bytes. The cache holds a KV head's
+   rows a whole K/V row apart (2 KB for 8 heads of 128 dims), which maps a tile's 16 rows onto
+   two L1 sets: loaded in place they came from L2 (docs/PERF.md#tile-step). fp8 rows are made
+   bf16 on the way (exact, unscaled: k_scale goes into the scores). */
 ATTN__PRIVATE void ATTN__FN(attn__pack_key_tiles)(const attn__prefill_plan *P, int keys,
                                                   const attn__prefill_scratch *sc,
                                                   uint16_t *pack) {
@@ -5577,7 +5577,7 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_value_cols)(const attn__prefill_plan *P, 
 /* Key tile t of a step (keys [k0, k0 + n), n <= KEY_TILE) as the tile kernels read it: its value
    columns (*vc, attn__pack_value_cols) and its keys (*kc, attn__pack_key_tiles), from the
    thread's cache (attn__cached_tile) or packed now into the cache's new slot (values, then
-   keys) or into kt (keys of tile t at 32 D t floats, values at 32 D (t + 2)). */
+   keys) or into kt (keys of tile t at 32 D t floats, values at 32 D (t + TILE_STEP)). */
 ATTN__PRIVATE void ATTN__FN(attn__tile_operands)(const attn__prefill_plan *P, int seq, int g,
                                                  int64_t k0, int n, int t,
                                                  const attn__prefill_scratch *sc,
