@@ -229,10 +229,11 @@ TEST(sdpa_bf16_pair_kernels_sweep) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* bf16 value tiles packed once per (sequence, KV head) and thread, reused by its other query
-   tiles (see MEMORY in attn.h): keys past the cache's limit (ATTN_VALUE_CACHE_BYTES: 32 tiles
-   of D = 512), partial tiles, windows that start mid-tile, several query tiles per KV head, and
-   a workspace reused by a call with other values (the cache must not serve the old ones). */
+/* bf16 tiles packed once per (sequence, KV head) and thread, reused by its other query tiles
+   (see MEMORY in attn.h): keys past the cache's limit (ATTN_VALUE_CACHE_BYTES: 32 tiles of
+   D = 512, 16 on the AMX tiles), partial tiles, windows that start mid-tile, keys around a step
+   of the tile kernels (256), several query tiles per KV head, and a workspace reused by a call
+   with other keys and values (the cache must not serve the old ones). */
 TEST(sdpa_bf16_value_cache) {
     int lq[2] = {50, 7}, lk[2] = {2117, 64}, fails = 0;
     for (int opt = 0; opt < 2; opt++) {  /* bottom-right causal: the last query sees every key */
@@ -240,6 +241,13 @@ TEST(sdpa_bf16_value_cache) {
         c.H = 2; c.Hk = 1; c.D = 512; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.dt = ATTN_BF16;
         c.causal = 1; c.window = opt ? 100 : 0;
         fails += ts_check(&c, 810 + (uint64_t)opt);
+    }
+    {   /* one key short of, at and past a step of the tile kernels */
+        int lq3[3] = {40, 1, 33}, lk3[3] = {255, 256, 257};
+        ts_case c; memset(&c, 0, sizeof c);
+        c.H = 4; c.Hk = 2; c.D = 64; c.num_seqs = 3; c.lq = lq3; c.lk = lk3; c.dt = ATTN_BF16;
+        c.causal = 1;
+        fails += ts_check(&c, 815);
     }
     CHECK_EQ_INT(fails, 0);
     /* without cu_seqlens_k the size query gives the most any call can need */
