@@ -2546,10 +2546,14 @@ ATTN__PRIVATE int attn__rows_cap(int G) {
     return (rows + ATTN__ROW_QUANTUM - 1) / ATTN__ROW_QUANTUM * ATTN__ROW_QUANTUM;
 }
 
-/* Keys a prefill step takes: TILE_STEP key tiles where the tile kernels may run (the call's
-   ISA has them and D is a multiple of 32, as they need), else one. */
+/* Whether the tile kernels may run in a prefill call (its ISA has them and D is a multiple of
+   32, as they need; the dtypes decide later): what the workspace is laid out for. */
+ATTN__PRIVATE int attn__tiles_may_run(const attn__call *c, int head_size) {
+    return c->tiles && head_size % 32 == 0;
+}
+/* Keys a prefill step takes: TILE_STEP key tiles where the tile kernels may run, else one. */
 ATTN__PRIVATE int attn__key_rows(const attn__call *c, int head_size) {
-    return c->tiles && head_size % 32 == 0 ? ATTN__TILE_STEP * ATTN__KEY_TILE : ATTN__KEY_TILE;
+    return attn__tiles_may_run(c, head_size) ? ATTN__TILE_STEP * ATTN__KEY_TILE : ATTN__KEY_TILE;
 }
 
 /* How many whole key tiles each thread of a prefill call keeps packed (attn__cached_tile, see
@@ -3520,8 +3524,9 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
    the tile kernels may run (they pack its rows as bf16). */
 ATTN__PRIVATE int attn__paged_value_tiles(const attn__call *c, const attn_kv_cache *cache,
                                           const int32_t *seq_lens, int num_seqs) {
-    int tiles = attn__key_rows(c, cache->head_size) > ATTN__KEY_TILE;
-    if (cache->dtype != ATTN_BF16 && !(tiles && attn__is_fp8(cache->dtype))) return 0;
+    if (cache->dtype != ATTN_BF16 &&
+        !(attn__tiles_may_run(c, cache->head_size) && attn__is_fp8(cache->dtype)))
+        return 0;
     return attn__value_cache_tiles(c, cache->head_size, attn__longest(NULL, seq_lens, num_seqs));
 }
 
@@ -4798,6 +4803,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 #ifndef ATTN__HAS_E4M3_FINITE  /* e4m3 chunks free of NaN codes decoded without the fix (AVX2) */
 #define ATTN__HAS_E4M3_FINITE 0
+#define ATTN__E4M3_HAS_NAN(p, n) 0
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -5537,13 +5543,11 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_key_tiles)(const attn__prefill_plan *P, i
     uint16_t *bf16_row = (uint16_t *)(void *)(sc->rowblk + P->D);  /* past to_f32's D floats */
     int D = P->D, chunks = D / 32;
     for (int c = 0; c < keys; c++) {
-        const uint16_t *src = sc->krows16[c];
         uint16_t *dst = pack + ((size_t)(c / 16) * chunks * 16 + c % 16) * 32;
-        if (P->kv_dtype != ATTN_BF16 && src != zero) {
-            ATTN__FN(attn__to_f32)(sc->rowblk, src, P->kv_dtype, D, 1.0f);
-            ATTN__FN(attn__from_f32)(bf16_row, ATTN_BF16, sc->rowblk, D);
-            src = bf16_row;
-        }
+        const uint16_t *src;
+        if (P->kv_dtype != ATTN_BF16 && sc->krows16[c] != zero)
+            ATTN__FN(attn__tile_rows_to_bf16)(P, sc->krows16, c, c + 1, bf16_row, sc);
+        src = sc->krows16[c];
         for (int j = 0; j < chunks; j++)
             memcpy(dst + (size_t)j * 512, src + 32 * j, 32 * sizeof(uint16_t));
     }
@@ -5587,8 +5591,8 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_operands)(const attn__prefill_plan *P, in
     uint32_t *slot = attn__cached_tile(P, seq, g, k0, n, sc, &fill);
     uint32_t *vdst = slot ? slot
                           : (uint32_t *)(void *)(sc->kt + (size_t)(t + ATTN__TILE_STEP) * words);
-    uint16_t *kdst = (uint16_t *)(void *)(slot ? slot + attn__value_tile_words(P->Dp)
-                                               : (uint32_t *)(void *)(sc->kt + (size_t)t * words));
+    uint16_t *kdst = slot ? (uint16_t *)(void *)(slot + attn__value_tile_words(P->Dp))
+                          : (uint16_t *)(void *)(sc->kt + (size_t)t * words);
     *vc = (const uint16_t *)(const void *)vdst;
     *kc = kdst;
     if (slot && !fill) return;
@@ -6000,13 +6004,11 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     float mul = 1.0f;  /* rows read in place come as value / fold: the copies too */
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
-#if ATTN__HAS_E4M3_FINITE
-        if (!(P->kv_dtype == ATTN_FP8_E4M3 && ATTN__E4M3_HAS_NAN(base, (size_t)n * P->D)))
+        /* e4m3 read without the NaN fix: a chunk with a NaN code is copied exactly instead */
+        if (!(ATTN__HAS_E4M3_FINITE && P->kv_dtype == ATTN_FP8_E4M3 &&
+              ATTN__E4M3_HAS_NAN(base, (size_t)n * P->D)))
             return r;
         mul = 1.0f / ATTN__FN(attn__decode_fold)(P, 1.0f);  /* 1/256: exact */
-#else
-        return r;
-#endif
     }
     for (int t = 0; t < n; t++) {  /* exact decode: the scale is folded elsewhere */
         float *row = tile + (size_t)t * Dv;
