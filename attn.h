@@ -1400,12 +1400,14 @@ ATTNDEF uint8_t attn_f32_to_fp8_e4m3(float x) {
     return (uint8_t)(sign | (m > 0x7eu ? 0x7eu : m));
 }
 
+/* A normal code is 2^(e - 7) (1 + m/8): its f32 bits are the sign, e + 120 and m as the top
+   mantissa bits; a subnormal one is m 2^-9. Bits, not ldexpf: the scalar kernels decode every
+   element through this. */
 ATTNDEF float attn_fp8_e4m3_to_f32(uint8_t v) {
-    uint32_t e = (v >> 3) & 0xfu, m = v & 7u;
-    float mag;
-    if (e == 15 && m == 7) return attn__bits_f32(((uint32_t)(v & 0x80u) << 24) | 0x7fc00000u);
-    mag = e == 0 ? (float)m * (1.0f / 512.0f) : ldexpf(1.0f + (float)m / 8.0f, (int)e - 7);
-    return (v & 0x80u) ? -mag : mag;
+    uint32_t sign = (uint32_t)(v & 0x80u) << 24, e = (v >> 3) & 0xfu, m = v & 7u;
+    if (e == 15 && m == 7) return attn__bits_f32(sign | 0x7fc00000u);  /* NaN */
+    if (e == 0) return attn__bits_f32(sign | attn__f32_bits((float)m * (1.0f / 512.0f)));
+    return attn__bits_f32(sign | (e + 120) << 23 | m << 20);
 }
 
 ATTNDEF uint8_t attn_f32_to_fp8_e5m2(float x) {
@@ -4206,7 +4208,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VTRANSUM(v) ((v)[0])
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
-#define ATTN__DACC 16  /* decode: P.V accumulators (vectors) kept in registers */
+#define ATTN__DACC 8   /* decode: P.V accumulators (vectors) kept in registers: with 16 the
+                          scalar kernels were a third of gcc's time (docs/PERF.md#scalar-dacc) */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 #define ATTN__HAS_PAIRS 0  /* bf16 pair layouts for the pair and tile kernels */
 #define ATTN__HAS_TILES 0  /* tile kernels for bf16 prefill (AVX-512 pass; AVX2 emulated) */
@@ -5911,12 +5914,15 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #endif
 }
 
-/* Whether the KV heads have one or two query heads each (MHA, G = 2) over an f32 cache: the
-   kernels then run just those (attn__decode_heads), with no padding to four. Only f32: each
-   kernel width costs its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups);
-   the other dtypes' groups of four share each converted vector. */
+/* Whether the kernels run just the G query heads of a KV head (attn__decode_heads), with no
+   padding to four: one or two over an f32 cache, one (MHA) over f16 and bf16 ones. Each kernel
+   width costs its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups), so
+   G = 2 over f16/bf16 and fp8 caches keep groups of four, which share each converted vector, and
+   so does bf16 where the pair kernels run. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
-    return P->G <= 2 && P->kv_dtype == ATTN_F32;
+    if (P->kv_dtype == ATTN_F32) return P->G <= 2;
+    return P->G == 1 && (P->kv_dtype == ATTN_F16 || P->kv_dtype == ATTN_BF16) &&
+           !ATTN__FN(attn__decode_pairs)(P);
 }
 
 /* The query heads the kernels run for each KV head: G itself for one or two, else G padded to a
@@ -6273,8 +6279,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 }
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_wide_heads). One or two (f32 rows only,
-   attn__decode_small) keep their queries in registers where they fit. Of four, rows of up to
+   decoded once for the eight: see attn__decode_wide_heads). One or two (attn__decode_small)
+   keep their queries in registers where they fit. Of four, rows of up to
    DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is re-read from
    L1 for the other two), except for fp8, whose decode costs more than the query loads it would
    save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from
@@ -6292,7 +6298,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                           logits, ahead);
         return;
     }
-    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads (f32): queries in registers if they fit */
+    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
         if (nvec <= ATTN__DACC / hp)
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
                                               logits, ahead);
@@ -6383,7 +6389,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads); one or two (f32), in segments of DACC/hp. For
+   DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp. For
    four, each value row is read whole and in order: reading parts of several rows in turn
    defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
    many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
@@ -6406,7 +6412,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
-    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads (f32): both read each row vector */
+    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both read each row vector */
         for (d = 0; d < Dk; d += ATTN__DACC / hp * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(ATTN__DACC / hp, (Dk - d) / ATTN__L), hp,
@@ -6635,12 +6641,14 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
     }
-    /* G = 1 or 2 over f32 rows; dt first, a constant: no other dtype's function compiles it */
-    if (dt == ATTN__FMT_F32 && ATTN__FN(attn__decode_small)(P)) {
+    /* G = 1 or 2 over f32 rows, G = 1 over f16/bf16 ones; dt first, a constant: no other
+       dtype's function compiles them */
+    if ((dt == ATTN__FMT_F32 || dt == ATTN__FMT_F16 || dt == ATTN__FMT_BF16) &&
+        ATTN__FN(attn__decode_small)(P)) {
         const float *qh = sc->q + heads * Dv;
         float *ph = sc->p + heads * ATTN__DECODE_PSTRIDE, *oh = sc->o + heads * Dv;
         if (P->G == 1) { ATTN__DECODE_KERNELS(dt, 1) }
-        else { ATTN__DECODE_KERNELS(dt, 2) }
+        else if (dt == ATTN__FMT_F32) { ATTN__DECODE_KERNELS(dt, 2) }
         return cursor;
     }
     for (; h < P->G4; h += ATTN__HEAD_GROUP) {

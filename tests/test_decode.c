@@ -276,7 +276,7 @@ TEST(decode_one_and_two_heads_per_kv_head) {
 }
 
 /* Eight query heads or more a KV head: f16, bf16 and fp8 rows are decoded once for eight heads
-   (the wide kernels, where the ISA has the registers: AVX-512, NEON, scalar), and G = 12 runs
+   (the wide kernels, where the ISA has the registers: AVX-512 and NEON), and G = 12 runs
    eight wide and four narrow. f32 keeps groups of four, and head sizes that are not whole
    vectors (40) go through the f32 tile: checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
