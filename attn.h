@@ -5914,15 +5914,13 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #endif
 }
 
-/* Whether the kernels run just the G query heads of a KV head (attn__decode_heads), with no
-   padding to four: one or two over an f32 cache, one (MHA) over f16 and bf16 ones. Each kernel
-   width costs its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups), so
-   G = 2 over f16/bf16 and fp8 caches keep groups of four, which share each converted vector, and
-   so does bf16 where the pair kernels run. */
+/* Whether the KV heads have one or two query heads each (MHA, G = 2): the kernels then run just
+   those (attn__decode_heads), with no padding to four - except bf16 where the pair kernels run,
+   in fours as ever. Over f32 rows two heads run together; over the others, which are converted,
+   one at a time, so that each dtype compiles the one-head kernels only: each kernel width costs
+   its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
-    if (P->kv_dtype == ATTN_F32) return P->G <= 2;
-    return P->G == 1 && (P->kv_dtype == ATTN_F16 || P->kv_dtype == ATTN_BF16) &&
-           !ATTN__FN(attn__decode_pairs)(P);
+    return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
 }
 
 /* The query heads the kernels run for each KV head: G itself for one or two, else G padded to a
@@ -6299,7 +6297,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
         return;
     }
     if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
-        if (nvec <= ATTN__DACC / hp)
+        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))  /* fp8: as below */
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
                                               logits, ahead);
         else
@@ -6606,11 +6604,14 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 }
 #endif
 
-/* The kernels of one group of HP heads (DT and HP constants). */
-#define ATTN__DECODE_KERNELS(DT, HP)                                                               \
-    if (kind ==                                                                                    \
-        0) ATTN__FN(attn__decode_dots)(qh, Dv, HP, r.base, DT, r.stride, n, Dk, ph + t, ahead);    \
-    else ATTN__FN(attn__decode_pv)(ph + t, n, r.base, DT, r.stride, Dk, Dv, HP, oh, ahead);
+/* The kernels of HP heads, the scratch's heads + H.. (DT and HP constants). */
+#define ATTN__DECODE_KERNELS(DT, HP, H)                                                            \
+    if (kind == 0)                                                                                 \
+        ATTN__FN(attn__decode_dots)(sc->q + (heads + (H)) * Dv, Dv, HP, r.base, DT, r.stride, n,   \
+                                    Dk, sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, ahead);  \
+    else                                                                                           \
+        ATTN__FN(attn__decode_pv)(sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, n, r.base, DT, \
+                                  r.stride, Dk, Dv, HP, sc->o + (heads + (H)) * Dv, ahead);
 
 /* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
@@ -6636,28 +6637,22 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
-    for (h = 0; h < hw; h += ATTN__WIDE_GROUP) {
-        const float *qh = sc->q + (heads + h) * Dv;
-        float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
-        ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP)
-    }
-    /* G = 1 or 2 over f32 rows, G = 1 over f16/bf16 ones; dt first, a constant: no other
-       dtype's function compiles them */
-    if ((dt == ATTN__FMT_F32 || dt == ATTN__FMT_F16 || dt == ATTN__FMT_BF16) &&
-        ATTN__FN(attn__decode_small)(P)) {
-        const float *qh = sc->q + heads * Dv;
-        float *ph = sc->p + heads * ATTN__DECODE_PSTRIDE, *oh = sc->o + heads * Dv;
-        if (P->G == 1) { ATTN__DECODE_KERNELS(dt, 1) }
-        else if (dt == ATTN__FMT_F32) { ATTN__DECODE_KERNELS(dt, 2) }
+    for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
+    /* G = 1 or 2: two heads together only over f32 rows (dt first, a constant: no other
+       dtype's function compiles that width); otherwise a head at a time, the chunk's rows read
+       again from L1 for the second */
+    if (ATTN__FN(attn__decode_small)(P)) {
+        if (dt == ATTN__FMT_F32 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
+        else for (h = 0; h < P->G; h++) { ATTN__DECODE_KERNELS(dt, 1, h) }
         return cursor;
     }
     for (; h < P->G4; h += ATTN__HEAD_GROUP) {
-        const float *qh = sc->q + (heads + h) * Dv;
-        float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
 #if ATTN__HAS_DOT2
         /* dt: only the bf16 chunk function compiles the pair kernels; the queries are unscaled,
            the logits take the scale */
         if (dt == ATTN__FMT_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
+            const float *qh = sc->q + (heads + h) * Dv;
+            float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
                 cursor =
@@ -6675,7 +6670,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
             continue;
         }
 #endif
-        ATTN__DECODE_KERNELS(dt, ATTN__HEAD_GROUP)
+        ATTN__DECODE_KERNELS(dt, ATTN__HEAD_GROUP, h)
     }
     return cursor;
 }
