@@ -1,4 +1,4 @@
-/* attn.h - v0.3.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.3 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -167,6 +167,9 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.3  (2026-11-26)  paged decode: one or two query heads a KV head run without
+                            padding to four over every cache dtype (0.4.1: f32 only); scalar
+                            e4m3 decode without ldexpf (same results)
        0.4.2  (2026-11-26)  ATTN_ISA_AMX: the keys packed for the tiles and kept with the
                             values, over fp8 caches too; four key tiles a step
        0.4.1  (2026-11-26)  paged decode over an f32 cache: one or two query heads a KV head
@@ -213,8 +216,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 2
-#define ATTN_VERSION_STRING "0.4.2"
+#define ATTN_VERSION_PATCH 3
+#define ATTN_VERSION_STRING "0.4.3"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -4208,8 +4211,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VTRANSUM(v) ((v)[0])
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
-#define ATTN__DACC 8   /* decode: P.V accumulators (vectors) kept in registers: with 16 the
-                          scalar kernels were a third of gcc's time (docs/PERF.md#scalar-dacc) */
+#define ATTN__DACC 8   /* decode: P.V accumulators (vectors) kept in registers; 16 cost a
+                          sixth of gcc's -O2 time (docs/PERF.md#scalar-dacc) */
 #define ATTN__HAS_DOT2 0   /* bf16 pair dot products (see the AVX-512 pass) */
 #define ATTN__HAS_PAIRS 0  /* bf16 pair layouts for the pair and tile kernels */
 #define ATTN__HAS_TILES 0  /* tile kernels for bf16 prefill (AVX-512 pass; AVX2 emulated) */

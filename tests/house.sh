@@ -1,6 +1,7 @@
 #!/bin/sh
 # Checks that attn.h's map of itself matches the code: the CONTENTS tags are exactly the section
-# banners' tags (in order), and the KERNEL NAMES list is exactly the set of ATTN__FN names.
+# banners' tags (in order), the KERNEL NAMES list is exactly the set of ATTN__FN names, and the
+# first line names ATTN_VERSION_STRING.
 # Prints what differs; exit status 0 when all agree.
 H=${1:-attn.h}; T=${TMPDIR:-/tmp}/attn_house.$$; rc=0
 sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-z]*\]' > "$T.contents"
@@ -12,5 +13,7 @@ if ! cmp -s "$T.banners" "$T.b"; then echo "section tags out of order:"; tr '\n'
 sed -n '/KERNEL NAMES/,/\*\//p' "$H" | sed '1d' | tr ' ' '\n' | grep '^attn__' | sed 's/\*\///' | sort -u > "$T.listed"
 sed '/KERNEL NAMES/,/\*\//d' "$H" | grep -o 'ATTN__FN(attn__[a-z0-9_]*)' | sed 's/ATTN__FN(\(.*\))/\1/' | sort -u > "$T.used"
 if ! cmp -s "$T.listed" "$T.used"; then echo "KERNEL NAMES (<) and the ATTN__FN names (>) differ:"; diff "$T.listed" "$T.used"; rc=1; fi
+v=$(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' "$H")
+if ! head -n 1 "$H" | grep -q " - v$v - "; then echo "the first line's version is not $v:"; head -n 1 "$H"; rc=1; fi
 rm -f "$T".*
 exit $rc
