@@ -6281,10 +6281,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
    decoded once for the eight: see attn__decode_wide_heads). One or two (attn__decode_small)
-   keep their queries in registers where they fit. Of four, rows of up to
-   DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is re-read from
-   L1 for the other two), except for fp8, whose decode costs more than the query loads it would
-   save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from
+   keep their queries in registers where they fit, except over fp8 rows, as four do. Of four,
+   rows of up to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
+   re-read from L1 for the other two), except for fp8, whose decode costs more than the query
+   loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from
    L1 they are faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                             int hp,
@@ -6300,7 +6300,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
         return;
     }
     if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
-        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))  /* fp8: as below */
+        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
                                               logits, ahead);
         else
