@@ -6284,8 +6284,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
    keep their queries in registers where they fit, except over fp8 rows, as four do. Of four,
    rows of up to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
    re-read from L1 for the other two), except for fp8, whose decode costs more than the query
-   loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in registers: from
-   L1 they are faster in L2 but slower from DRAM (docs/PERF.md#decode-query-loads). */
+   loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in
+   registers: from L1 they are faster in L2 but slower from DRAM
+   (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
                                                             int hp,
                                                              const void *k, attn__format dt,
