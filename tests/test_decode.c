@@ -252,10 +252,11 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* One or two query heads a KV head (MHA; G = 2 as Gemma 2): over an f32 cache they run kernels
-   of their own with no padded heads (queries in registers where they fit), the other dtypes
-   groups of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the
-   f32 copies), the bias options, and G = 3 beside them (padded to four). */
+/* One or two query heads a KV head (MHA; G = 2 as Gemma 2) run with no padded heads: over an
+   f32 cache two heads together, over the converted dtypes the one-head kernels once per head
+   (queries in registers where they fit, not for fp8); bf16 with the pair kernels keeps groups
+   of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the f32
+   copies), the bias options, and G = 3 beside them (padded to four). */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 40, 80, 128};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
