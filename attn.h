@@ -5550,10 +5550,9 @@ ATTN__PRIVATE void ATTN__FN(attn__pack_key_tiles)(const attn__prefill_plan *P, i
     int D = P->D, chunks = D / 32;
     for (int c = 0; c < keys; c++) {
         uint16_t *dst = pack + ((size_t)(c / 16) * chunks * 16 + c % 16) * 32;
-        const uint16_t *src;
-        if (P->kv_dtype != ATTN_BF16 && sc->krows16[c] != zero)
+        if (P->kv_dtype != ATTN_BF16 && sc->krows16[c] != zero)  /* krows16[c] becomes bf16_row */
             ATTN__FN(attn__tile_rows_to_bf16)(P, sc->krows16, c, c + 1, bf16_row, sc);
-        src = sc->krows16[c];
+        const uint16_t *src = sc->krows16[c];
         for (int j = 0; j < chunks; j++)
             memcpy(dst + (size_t)j * 512, src + 32 * j, 32 * sizeof(uint16_t));
     }
@@ -6294,14 +6293,14 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                                              int n, int Dk,
                                                              float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
-    int nvec = Dk / ATTN__L;
+    int nvec = Dk / ATTN__L, regs = !ATTN__FN(attn__decode_fp8)(dt);  /* queries may be held */
     if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
         ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n,
                                           logits, ahead);
         return;
     }
     if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
-        if (nvec <= ATTN__DACC / hp && !ATTN__FN(attn__decode_fp8)(dt))
+        if (regs && nvec <= ATTN__DACC / hp)
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
                                               logits, ahead);
         else
@@ -6309,7 +6308,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                               ahead);
         return;
     }
-    if (nvec <= ATTN__DACC / 2 && !ATTN__FN(attn__decode_fp8)(dt)) {
+    if (regs && nvec <= ATTN__DACC / 2) {
         for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
             ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k,
                                               dt, stride, n,
@@ -7001,11 +7000,9 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__PREFETCH_L2
 #undef ATTN__HAS_E4M3_LUT
 #undef ATTN__HAS_E4M3_FINITE
-#ifdef ATTN__E4M3_HAS_NAN
 #undef ATTN__E4M3_HAS_NAN
 #undef ATTN__VLOAD_E4M3_FINITE
 #undef ATTN__VLOAD2_E4M3_FINITE
-#endif
 #undef ATTN__E4M3_LUT_READY
 #undef ATTN__VLOAD_E4M3_LUT
 #undef ATTN__VLOAD2_E4M3_LUT
