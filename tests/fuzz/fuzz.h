@@ -259,9 +259,15 @@ FZ_FUNC double fz_atol(attn_dtype dt) {
 FZ_FUNC double fz_probs_atol(const attn_exec *e, attn_dtype q, attn_dtype kv) {
     return q == ATTN_BF16 && kv == ATTN_BF16 && !(e && e->f32_probs) ? 4e-3 : 0.0;
 }
+/* The relative tolerance of an output in dtype dt: 1e-3 for the f32 arithmetic plus the output's
+   own rounding, half an ulp (2^-8 of |want| for bf16: with the cache's scales an output may be
+   large enough that the rounding exceeds the absolute tolerance, e.g. 8.2145 -> 8.1875). */
+FZ_FUNC double fz_rtol(attn_dtype dt) {
+    return 1e-3 + (dt == ATTN_BF16 ? 0x1p-8 : dt == ATTN_F16 ? 0x1p-11 : 0.0);
+}
 FZ_FUNC int fz_close(double got, double want, attn_dtype dt, double atol_floor) {
     double atol = fz_atol(dt) > atol_floor ? fz_atol(dt) : atol_floor;
-    return fabs(got - want) <= atol + 1e-3 * fabs(want);
+    return fabs(got - want) <= atol + fz_rtol(dt) * fabs(want);
 }
 FZ_FUNC int fz_lse_close(float got, double want) {
     if (isinf(want)) return isinf(got) && (got < 0) == (want < 0);
