@@ -199,7 +199,8 @@ def main():
                               flush=True)
             else:
                 for H, Hk, B in decode_shapes(a):
-                    for peer, med, rate, sd, err in decode_rows(a, dt, H, Hk, B, "torch" in peers, ipex):
+                    rows = decode_rows(a, dt, H, Hk, B, "torch" in peers, ipex)
+                    for peer, med, rate, sd, err in rows:
                         print(f"| {peer} | {name} | H{H}/{Hk} {B}x{a.ctx} | {t} "
                               f"| {med * 1e3:.2f} | {rate:.1f} | {sd:.1f} | {err:.1e} |",
                               flush=True)
