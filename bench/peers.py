@@ -66,7 +66,7 @@ def max_err(got, want):
 
 
 def timed(fn, reps):
-    fn()
+    """median and sd of reps calls of fn (already called once: the warm-up)."""
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -75,10 +75,12 @@ def timed(fn, reps):
     return statistics.median(ts), (statistics.stdev(ts) if len(ts) > 1 else 0.0)
 
 
-def rate_row(work, reps, fn):
-    """(ms, work per second / 1e9, its sd) of fn."""
-    med, sd = timed(fn, reps)
-    return med, work / med / 1e9, work * sd / med / med / 1e9
+def peer_row(peer, work, reps, run, pick, want):
+    """(peer, ms, work per second / 1e9, its sd, err): run's output (pick chooses the row and head)
+    compared with want, that call the warm-up, then run timed."""
+    err = max_err(pick(run()), want)
+    med, sd = timed(run, reps)
+    return peer, med, work / med / 1e9, work * sd / med / med / 1e9, err
 
 
 def prefill_rows(a, dt, S, torch_too, ipex):
@@ -94,9 +96,8 @@ def prefill_rows(a, dt, S, torch_too, ipex):
     want = attend(q[0, h, row], k[0, h * Hk // H], v[0, h * Hk // H], at)
     rows = []
     if torch_too:
-        err = max_err(sdpa(q, k, v, not a.noncausal)[0, h, row], want)
-        rows.append(("torch sdpa",) + rate_row(flops, a.reps,
-                                               lambda: sdpa(q, k, v, not a.noncausal)) + (err,))
+        rows.append(peer_row("torch sdpa", flops, a.reps, lambda: sdpa(q, k, v, not a.noncausal),
+                             lambda o: o[0, h, row], want))
     if ipex:  # [tokens, heads, D] rows, one sequence
         qt, kt, vt = (x[0].transpose(0, 1).contiguous() for x in (q, k, v))
         out = torch.empty_like(qt)
@@ -105,9 +106,9 @@ def prefill_rows(a, dt, S, torch_too, ipex):
         def run():
             ipex.llm.functional.varlen_attention(qt, kt, vt, out, cu, cu, None, S, S, 0.0,
                                                  D ** -0.5, False, not a.noncausal, False, None)
-        run()
-        err = max_err(out[row, h], want)
-        rows.append(("ipex varlen_attention",) + rate_row(flops, a.reps, run) + (err,))
+            return out
+        rows.append(peer_row("ipex varlen_attention", flops, a.reps, run, lambda o: o[row, h],
+                             want))
     return rows
 
 
@@ -123,9 +124,8 @@ def decode_rows(a, dt, H, Hk, B, torch_too, ipex):
     want = attend(q[b, h], k[b, h * Hk // H], v[b, h * Hk // H])
     if torch_too:
         q4 = q.unsqueeze(2)
-        err = max_err(sdpa(q4, k, v, False)[b, h, 0], want)
-        rows.append(("torch sdpa (contiguous KV)",) +
-                    rate_row(kv_bytes, a.reps, lambda: sdpa(q4, k, v, False)) + (err,))
+        rows.append(peer_row("torch sdpa (contiguous KV)", kv_bytes, a.reps,
+                             lambda: sdpa(q4, k, v, False), lambda o: o[b, h, 0], want))
     if ipex:  # the same keys and values in shuffled blocks of bs tokens
         mb = (L + bs - 1) // bs
         table = torch.randperm(B * mb, dtype=torch.int32).view(B, mb).contiguous()
@@ -145,9 +145,8 @@ def decode_rows(a, dt, H, Hk, B, torch_too, ipex):
         def run():
             ipex.llm.modules.PagedAttention.single_query_cached_kv_attention(
                 out, q, kc, vc, heads, D ** -0.5, table, lens, bs, L, None)
-        run()
-        err = max_err(out[b, h], want)
-        rows.append(("ipex paged decode",) + rate_row(kv_bytes, a.reps, run) + (err,))
+            return out
+        rows.append(peer_row("ipex paged decode", kv_bytes, a.reps, run, lambda o: o[b, h], want))
     return rows
 
 
