@@ -48,8 +48,8 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test test-builds sanitize bench bench-onednn examples clean compile-checks \
-        bitwise compile-time install uninstall fuzz fuzz-seeds stress valgrind
+.PHONY: all run test test-builds sanitize bench bench-onednn bench-ggml examples clean \
+        compile-checks bitwise compile-time install uninstall fuzz fuzz-seeds stress valgrind
 all: $(B)/test_default $(B)/quickstart $(B)/ex_llama
 
 $(B):
@@ -183,6 +183,15 @@ bench: $(B)/attn_bench
 $(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra -O3 -fopenmp -DATTN_USE_ONEDNN -I. $< -o $@ $(LDLIBS) -ldnnl
 bench-onednn: $(B)/attn_bench_onednn
+
+# llama.cpp's CPU flash attention as a peer (bench/peer_ggml.c): GGML_INC is ggml's include
+# directory, GGML_LIB the directory of its static libraries (ggml, ggml-cpu, ggml-base).
+GGML_INC ?= ggml/include
+GGML_LIB ?= ggml/build/src
+$(B)/peer_ggml: bench/peer_ggml.c | $(B)
+	$(CC) -std=c99 -Wall -Wextra -O2 -fopenmp -I$(GGML_INC) $< -o $@ $(GGML_LIB)/libggml.a \
+	  $(GGML_LIB)/libggml-cpu.a $(GGML_LIB)/libggml-base.a -lstdc++ -lpthread $(LDLIBS)
+bench-ggml: $(B)/peer_ggml
 
 # Installs attn.h and a pkg-config file (attn.pc, header-only: share/pkgconfig); DESTDIR stages
 # it. CMake users: CMakeLists.txt offers attn::attn (add_subdirectory, or find_package after
