@@ -7,6 +7,9 @@
    decode:  one query token for each of --seqs sequences over --ctx tokens of contiguous K/V
             ([D, ctx, Hk, seqs]: llama.cpp's own layout, no block tables), no mask; KV GB/s.
             A single sequence takes ggml's split-KV path (ctx >= 512), several its batched one.
+            --gqa takes attn_bench decode's model shapes: for each G, H = G x Hk with Hk 32
+            (G = 1), 16 (G = 2) or 8, and 16 / 32 / 64 / 32 / 16 sequences for G = 1 / 2 / 4 /
+            8 / 16 (--seqs overrides).
 
    Before it is timed, one output row (the last query token of sequence 0, the last head) is
    compared with a float64 softmax of the same inputs: `err` is the largest difference. In its
@@ -33,8 +36,8 @@
 
 typedef struct { int v[MAX_LIST], n; } list;
 typedef struct {
-    int prefill, H, Hk, D, seqs, reps, kv_f32;
-    list S, threads;
+    int prefill, H, Hk, D, seqs, reps, kv_f32, seqs_given;
+    list S, threads, gqa;
 } options;
 
 static double now(void) {
@@ -159,14 +162,15 @@ static void run(const options *op, int S, int threads) {
 static int usage(void) {
     fprintf(stderr,
             "usage: peer_ggml prefill|decode [-S L] [--ctx L] [--seqs N] [-H N] [--hk N] [-D N]\n"
-            "                 [-t L] [-r N] [--kv-dtype f16|f32]\n"
+            "                 [-t L] [-r N] [--kv-dtype f16|f32] [--gqa L]\n"
             "  L = comma list; defaults: -S 2048, --ctx 4096, --seqs 1, H32/Hk8, D 128, -t 2,\n"
-            "  -r 5, f16 K/V (llama.cpp's default cache type; queries are f32)\n");
+            "  -r 5, f16 K/V (llama.cpp's default cache type; queries are f32); decode --gqa:\n"
+            "  attn_bench decode's model shapes for each G (-H, --hk unused)\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
-    options op = {0, 32, 8, 128, 1, 5, 0, {{2048}, 1}, {{2}, 1}};
+    options op = {0, 32, 8, 128, 1, 5, 0, 0, {{2048}, 1}, {{2}, 1}, {{0}, 0}};
     list ctx = {{4096}, 1};
     if (argc < 2) return usage();
     if (!strcmp(argv[1], "prefill")) op.prefill = 1;
@@ -178,7 +182,8 @@ int main(int argc, char **argv) {
         if (!strcmp(k, "-S")) ok = parse_list(v, &op.S);
         else if (!strcmp(k, "--ctx")) ok = parse_list(v, &ctx);
         else if (!strcmp(k, "-t")) ok = parse_list(v, &op.threads);
-        else if (!strcmp(k, "--seqs")) ok = (op.seqs = atoi(v)) >= 1;
+        else if (!strcmp(k, "--seqs")) ok = (op.seqs_given = op.seqs = atoi(v)) >= 1;
+        else if (!strcmp(k, "--gqa")) ok = parse_list(v, &op.gqa);
         else if (!strcmp(k, "-H")) ok = (op.H = atoi(v)) >= 1;
         else if (!strcmp(k, "--hk")) ok = (op.Hk = atoi(v)) >= 1;
         else if (!strcmp(k, "-D")) ok = (op.D = atoi(v)) >= 1;
@@ -188,13 +193,21 @@ int main(int argc, char **argv) {
         else ok = 0;
         if (!ok) return usage();
     }
-    if (op.H % op.Hk) return usage();
+    if (op.H % op.Hk || (op.prefill && op.gqa.n)) return usage();
     printf("| peer | mode    |  t | q/kv    | shape                        | reps |         ms |"
            "       throughput | err |\n"
            "|------|---------|---:|---------|------------------------------|-----:|-----------:|"
            "-----------------:|-----|\n");
     const list *lengths = op.prefill ? &op.S : &ctx;
-    for (int i = 0; i < lengths->n; i++)
-        for (int t = 0; t < op.threads.n; t++) run(&op, lengths->v[i], op.threads.v[t]);
+    for (int s = 0; s < (op.gqa.n ? op.gqa.n : 1); s++) {
+        if (op.gqa.n) {  /* as attn_bench decode --gqa */
+            int G = op.gqa.v[s];
+            op.Hk = G == 1 ? 32 : G == 2 ? 16 : 8;
+            op.H = G * op.Hk;
+            if (!op.seqs_given) op.seqs = G <= 4 ? 64 * 8 / op.Hk : G < 256 ? 64 * 4 / G : 1;
+        }
+        for (int i = 0; i < lengths->n; i++)
+            for (int t = 0; t < op.threads.n; t++) run(&op, lengths->v[i], op.threads.v[t]);
+    }
     return 0;
 }
