@@ -116,8 +116,7 @@ static void run(const options *op, int S, int threads) {
     size_t bytes = (size_t)seqs * (qo + kv) + (op->prefill ? (size_t)S * nb * 2 : 0)
                    + ((size_t)64 << 20);
     struct ggml_init_params ip = {bytes, NULL, false};
-    struct ggml_context *ctx = ggml_init(ip);
-    if (!ctx) { printf("| ggml | out of memory for S = %d |\n", S); return; }
+    struct ggml_context *ctx = ggml_init(ip);  /* aborts with ggml's message when out of memory */
     struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, D, nb, op->H, seqs);
     struct ggml_tensor *k = ggml_new_tensor_4d(ctx, kt, D, S, op->Hk, seqs);
     struct ggml_tensor *v = ggml_new_tensor_4d(ctx, kt, D, S, op->Hk, seqs);
