@@ -1,4 +1,4 @@
-/* attn.h - v0.4.3 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.4 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -167,6 +167,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.4  (2026-11-26)  paged decode, AVX-512: the logits' transpose-reduce unrolled and
+                            eight heads' queries kept in registers (same results)
        0.4.3  (2026-11-26)  paged decode: one or two query heads a KV head run without
                             padding to four over every cache dtype (0.4.1: f32 only); scalar
                             e4m3 decode without ldexpf (same results)
@@ -216,8 +218,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 3
-#define ATTN_VERSION_STRING "0.4.3"
+#define ATTN_VERSION_PATCH 4
+#define ATTN_VERSION_STRING "0.4.4"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -4176,6 +4178,14 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
    Each dtype of ATTN__DTYPE_LIST has, per ISA, ATTN__VLOAD_<U>(p): L elements as f32 (value /
    fold); PLAIN and EVEN_ODD dtypes ATTN__VSTORE_<U>(p, v) (rounded to nearest even); EVEN_ODD
    and FP8 dtypes ATTN__VLOAD2_<U>(p, a, b), two vectors at once (see ATTN__DTC_PLAIN). */
+/* A loop unrolled whole, so that the arrays it indexes stay in registers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ATTN__UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define ATTN__UNROLL _Pragma("unroll")
+#else
+#define ATTN__UNROLL
+#endif
 #if ATTN__KERNEL_PASS == ATTN__ISA_SCALAR_PASS
 #define ATTN__FN(name) name##__scalar
 #define ATTN__PASS_ISA ATTN_ISA_SCALAR
@@ -4484,6 +4494,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
+/* gcc folds the query vectors of eight heads' logits back into their multiply-adds, one load a
+   key (docs/PERF.md#decode-query-loads): kept in registers, as with AVX2 */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN__VKEEP(v) __asm__("" : "+v"(v))
+#endif
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
@@ -4625,14 +4640,14 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
     static const int order[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
     __m512 a[8], b[4], c[2];
     int i;
-    for (i = 0; i < 8; i++) {
+    ATTN__UNROLL for (i = 0; i < 8; i++) {  /* gcc -O2 left it a loop over order[] */
         __m512 x = v[order[2 * i]], y = v[order[2 * i + 1]];
         a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
     }
-    for (i = 0; i < 4; i++)
+    ATTN__UNROLL for (i = 0; i < 4; i++)
         b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
                              _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
-    for (i = 0; i < 2; i++)
+    ATTN__UNROLL for (i = 0; i < 2; i++)
         c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
                              _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
     return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
@@ -4779,13 +4794,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 }
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define ATTN__UNROLL _Pragma("GCC unroll 16")
-#elif defined(__clang__)
-#define ATTN__UNROLL _Pragma("unroll")
-#else
-#define ATTN__UNROLL
-#endif
 /* for (i = 0; i < n; i += STEP) unrolled, n (a constant after inlining) at most MAX. clang 14
    fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
    a literal before inlining, hence MAX and a test of n (see attn__decode_chunk_of); gcc's code
@@ -4800,8 +4808,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__PREFETCH(p) ((void)(p))
 #define ATTN__PREFETCH_L2(p) ((void)(p))
 #endif
-#ifndef ATTN__VKEEP  /* a loaded vector kept in a register (see the AVX2 pass); elsewhere the
-                        compiler keeps it (AVX-512 has 32 registers) */
+#ifndef ATTN__VKEEP  /* a loaded vector kept in a register (see the AVX2 pass) */
 #define ATTN__VKEEP(v) ((void)0)
 #endif
 #ifndef ATTN__HAS_E4M3_LUT  /* e4m3 through byte tables (see the AVX-512 pass) */
@@ -6168,14 +6175,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
     }
 }
 
-/* part[h][t..t+nk) = per-lane partial dot products of the four queries with keys t..t+nk, the
-   queries read from L1 (any head size). The nk rows are read side by side, so that one query
-   load can serve nk keys rather than one load per multiply-add. With AVX-512 (32 registers,
-   nk = 4) the generated code keeps each query vector in a register for the four keys. With
-   AVX2 gcc folds the loads back into the multiply-adds (20 loads for 16 of them, more than
-   two 256-bit loads a cycle can feed), so ATTN__VKEEP holds each query vector in a register
-   for the two keys: 12 loads. Not for e4m3, whose decode needs the registers
-   (docs/PERF.md#decode-query-loads). */
+/* part[h][t..t+nk) = per-lane partial dot products of the hp (four or eight) queries with keys
+   t..t+nk, the queries read from L1 (any head size). The nk rows are read side by side, so that
+   one query load can serve nk keys rather than one load per multiply-add. gcc folds the loads
+   back into the multiply-adds (with AVX2 20 loads for 16 of them, more than two 256-bit loads a
+   cycle can feed; with AVX-512 and eight heads, two keys a step, one 512-bit load for each), so
+   ATTN__VKEEP holds each query vector in a register for the nk keys. Not for e4m3, whose decode
+   needs the registers (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q,
                                                                 int Dv, int hp,
                                                                  const void *k, attn__format dt,
