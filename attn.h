@@ -4285,12 +4285,6 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
 #define ATTN__DACC 8
-/* gcc folds a vector loaded once for several multiply-adds into each of them as a memory
-   operand (a load per use); this empty asm makes it a register value. Used where loads, not
-   multiply-adds, bound a loop (see attn__decode_dot_keys). */
-#if defined(__GNUC__) || defined(__clang__)
-#define ATTN__VKEEP(v) __asm__("" : "+x"(v))
-#endif
 #define ATTN__HAS_DOT2 0
 
 /* 2L bf16 values as two f32 vectors: the even-indexed ones, then the odd-indexed ones. One
@@ -4494,11 +4488,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
-/* gcc folds the query vectors of eight heads' logits back into their multiply-adds, one load a
-   key (docs/PERF.md#decode-query-loads): kept in registers, as with AVX2 */
-#if defined(__GNUC__) || defined(__clang__)
-#define ATTN__VKEEP(v) __asm__("" : "+v"(v))
-#endif
 /* bf16 pair dot products (AVX-512 BF16), compiled here and used only when the CPU has them:
    VI holds 16 pairs of bf16 (low half first); VDOT2 adds a.lo*b.lo + a.hi*b.hi to each lane. */
 #define ATTN__HAS_DOT2 1
@@ -4808,7 +4797,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__PREFETCH(p) ((void)(p))
 #define ATTN__PREFETCH_L2(p) ((void)(p))
 #endif
-#ifndef ATTN__VKEEP  /* a loaded vector kept in a register (see the AVX2 pass) */
+/* gcc folds a vector loaded once for several multiply-adds into each of them as a memory
+   operand (a load per use); this empty asm makes it a register value. Used where loads, not
+   multiply-adds, bound a loop (see attn__decode_dot_keys); x86 vector passes only. */
+#if (ATTN__KERNEL_PASS == ATTN__ISA_AVX2_PASS || ATTN__KERNEL_PASS == ATTN__ISA_AVX512_PASS) &&   \
+        (defined(__GNUC__) || defined(__clang__))
+#define ATTN__VKEEP(v) __asm__("" : "+v"(v))
+#else
 #define ATTN__VKEEP(v) ((void)0)
 #endif
 #ifndef ATTN__HAS_E4M3_LUT  /* e4m3 through byte tables (see the AVX-512 pass) */
