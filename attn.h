@@ -4629,7 +4629,7 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
     static const int order[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
     __m512 a[8], b[4], c[2];
     int i;
-    ATTN__UNROLL for (i = 0; i < 8; i++) {  /* gcc -O2 left it a loop over order[] */
+    ATTN__UNROLL for (i = 0; i < 8; i++) {  /* unrolled: gcc -O2 otherwise loops over order[] */
         __m512 x = v[order[2 * i]], y = v[order[2 * i + 1]];
         a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
     }
