@@ -1,4 +1,4 @@
-/* attn.h - v0.4.4 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.5 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -167,6 +167,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.5  (2026-11-27)  paged decode: the logits' partial sums stored in pairs of keys,
+                            half-reduced (same results)
        0.4.4  (2026-11-26)  paged decode, AVX-512: the logits' transpose-reduce unrolled and
                             eight heads' queries kept in registers (same results)
        0.4.3  (2026-11-26)  paged decode: one or two query heads a KV head run without
@@ -218,8 +220,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 4
-#define ATTN_VERSION_STRING "0.4.4"
+#define ATTN_VERSION_PATCH 5
+#define ATTN_VERSION_STRING "0.4.5"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -4219,6 +4221,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
 #define ATTN__VLOAD_E4M3(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* value / 256, exact */
 #define ATTN__VTRANSUM(v) ((v)[0])
+#define ATTN__VPAIR_SUMS(x, y) (x)  /* unused: one lane holds one key (one key a step) */
+#define ATTN__VTRANSUM_PAIRS(f) ((f)[0])  /* unused, as ATTN__VPAIR_SUMS */
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
 #define ATTN__DACC 8   /* decode: P.V accumulators (vectors) kept in registers; 16 cost a
@@ -4282,6 +4286,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VLOAD2_E4M3_FINITE(p, a, b)                                                         \
     attn__f16_pair__avx2(attn__e4m3_f16_finite__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VTRANSUM(v) attn__transum__avx2(v)
+#define ATTN__VPAIR_SUMS(x, y) attn__pair_sums__avx2((x), (y))
+#define ATTN__VTRANSUM_PAIRS(f) attn__transum_pairs__avx2(f)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
 #define ATTN__DACC 8
@@ -4351,18 +4357,35 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx2(__m256i h, __m256 *a, __m25
     *a = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     *b = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
-/* Lane i of the result = horizontal sum of v[i], for 8 vectors: a tree of 7 adds. The inputs
-   are paired (i, i+4) so the sums come out in lane order. */
-ATTN__PRIVATE ATTN__INLINE __m256 attn__transum__avx2(const __m256 *v) {
-    __m256 a[4], b[2];
+/* The transpose-reduce of 8 keys' vectors of partial sums is a tree of 7 adds (128-bit halves,
+   pairs, lanes). Its first round takes two keys' vectors to one, their pair sums: the halves of
+   x added in the low half, those of y in the high. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__pair_sums__avx2(__m256 x, __m256 y) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+}
+/* The other two rounds over four vectors of pair sums: the sum of a[i]'s low half comes out in lane
+   i, that of its high half in lane i + 4. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__transum_rest__avx2(const __m256 *a) {
+    __m256 b[2];
     int i;
-    for (i = 0; i < 4; i++)
-        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
-                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
     for (i = 0; i < 2; i++)
         b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
                              _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
     return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
+}
+/* Lane i of the result = horizontal sum of v[i], for 8 vectors: v[i] and v[i+4] paired, so
+   the sums come out in lane order. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__transum__avx2(const __m256 *v) {
+    __m256 a[4];
+    int i;
+    for (i = 0; i < 4; i++) a[i] = attn__pair_sums__avx2(v[i], v[i + 4]);
+    return attn__transum_rest__avx2(a);
+}
+/* Lane i = the sum of key i, from f[p] = the pair sums of keys 2p and 2p+1: the same adds as
+   attn__transum__avx2, and one permute to lane order. */
+ATTN__PRIVATE ATTN__INLINE __m256 attn__transum_pairs__avx2(const __m256 *f) {
+    return _mm256_permutevar8x32_ps(attn__transum_rest__avx2(f),
+                                    _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 /* Transposes 8 vectors in place (lane j of v[i] <-> lane i of v[j]): pairs of rows
    interleaved, then pairs of pairs, then the 128-bit halves swapped across. */
@@ -4485,6 +4508,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #define ATTN__VLOAD2_E4M3_LUT(p, a, b) attn__e4m3_lut2__avx512((p), &(a), &(b))
 #endif
 #define ATTN__VTRANSUM(v) attn__transum__avx512(v)
+#define ATTN__VPAIR_SUMS(x, y) attn__pair_sums__avx512((x), (y))
+#define ATTN__VTRANSUM_PAIRS(f) attn__transum_pairs__avx512(f)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
@@ -4622,17 +4647,20 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 #endif
-/* Lane i of the result = horizontal sum of v[i], for 16 vectors: a tree of 15 adds (256-bit
-   halves, 128-bit quarters, pairs, lanes). The pairing order below makes the sums come out in
-   lane order. */
-ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
-    static const int order[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
-    __m512 a[8], b[4], c[2];
+/* The transpose-reduce of 16 keys' vectors of partial sums is a tree of 15 adds (256-bit
+   halves, 128-bit quarters, pairs, lanes). Its first round takes two keys' vectors to one, their
+   pair sums: the halves of x added in the low half, those of y in the high. */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__pair_sums__avx512(__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+}
+/* The other three rounds over eight vectors of pair sums: the sum of input k (the low half of
+   a[k/2] for even k, the high half for odd) comes out in lane 4 (k % 4) + k / 4, which is
+   attn__transum_order[k]. */
+static const int attn__transum_order[16] = {0, 4, 8, 12, 1, 5, 9, 13,
+                                            2, 6, 10, 14, 3, 7, 11, 15};
+ATTN__PRIVATE ATTN__INLINE __m512 attn__transum_rest__avx512(const __m512 *a) {
+    __m512 b[4], c[2];
     int i;
-    ATTN__UNROLL for (i = 0; i < 8; i++) {  /* unrolled: gcc -O2 otherwise loops over order[] */
-        __m512 x = v[order[2 * i]], y = v[order[2 * i + 1]];
-        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
-    }
     ATTN__UNROLL for (i = 0; i < 4; i++)
         b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
                              _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
@@ -4640,6 +4668,22 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
         c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
                              _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
     return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+}
+/* Lane i of the result = horizontal sum of v[i], for 16 vectors, paired in the order that comes
+   out in lane order (the order is its own inverse). */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
+    const int *order = attn__transum_order;
+    __m512 a[8];
+    int i;
+    ATTN__UNROLL for (i = 0; i < 8; i++)  /* unrolled: gcc -O2 otherwise loops over order[] */
+        a[i] = attn__pair_sums__avx512(v[order[2 * i]], v[order[2 * i + 1]]);
+    return attn__transum_rest__avx512(a);
+}
+/* Lane i = the sum of key i, from f[p] = the pair sums of keys 2p and 2p+1: the same adds as
+   attn__transum__avx512, and one permute to lane order. */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__transum_pairs__avx512(const __m512 *f) {
+    return _mm512_permutexvar_ps(_mm512_loadu_si512((const void *)attn__transum_order),
+                                 attn__transum_rest__avx512(f));
 }
 /* Transposes 16 vectors in place (lane j of v[i] <-> lane i of v[j]): within each 128-bit
    lane as for 4x4 blocks (pairs of rows interleaved, then pairs of pairs), then the 128-bit
@@ -4722,6 +4766,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
 #define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
+#define ATTN__VPAIR_SUMS(x, y) vpaddq_f32((x), (y))
+#define ATTN__VTRANSUM_PAIRS(f) vpaddq_f32((f)[0], (f)[1])
 #define ATTN__VTRANSPOSE(v) attn__transpose__neon(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
@@ -6138,8 +6184,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 #undef ATTN__LOAD2_FP8
 #undef ATTN__LOAD2_CASE
 
-/* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk, cleared, then
-   left as the per-lane partials part[h][(t + c) % L] that attn__decode_dots_heads reduces. */
+/* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk (nk 1 or
+   even), cleared, then left as the per-lane partials that attn__decode_reduce_parts sums. A
+   step of an even number of keys stores them in pairs, after the first round of the
+   transpose-reduce (ATTN__VPAIR_SUMS): part[h][(t + c) % L / 2] holds the pair sums of keys t+c
+   and t+c+1, half the vectors to store and load again (docs/PERF.md#decode-paired-parts). One
+   key's vector is stored as it is, in part[h][t % L]. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp,
                                                                   int nk) {
     int h, c;
@@ -6150,21 +6200,35 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
                                                                    int hp, int t, int nk,
                                                                     ATTN__VF part[][ATTN__L]) {
     int h, c;
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
-        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) part[h][(t + c) % ATTN__L] = acc[h][c];
+    if (nk % 2 == 0) {
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+            ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 2)
+                part[h][(t + c) % ATTN__L / 2] = ATTN__VPAIR_SUMS(acc[h][c], acc[h][c + 1]);
+    } else {
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) part[h][t % ATTN__L] = acc[h][0];
+    }
 }
 
-/* logits[h][0, L) = mul * the lane sums of part[h][0, m) for hp heads (lanes m.. cleared first):
-   one transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). */
+/* logits[h][0, L) = mul * the lane sums of keys [0, m) for hp heads, lanes m.. 0: one
+   transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). Keys
+   [0, paired) were stored in pairs (attn__decode_parts_store), the others one at a time; with
+   paired > 0 those are paired here. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
-                                                                    int hp, int m,
+                                                                    int hp, int paired, int m,
                                                                      float mul,
                                                                      float *ATTN_RESTRICT logits) {
     int h, t;
-    for (t = m; t < ATTN__L; t++)
-        for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
+    if (paired)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
+        for (t = paired / 2; t < ATTN__L / 2; t++)
+            for (h = 0; h < hp; h++)
+                part[h][t] = 2 * t >= m ? ATTN__VZERO()
+                        : ATTN__VPAIR_SUMS(part[h][2 * t],
+                                           2 * t + 1 < m ? part[h][2 * t + 1] : ATTN__VZERO());
+    else
+        for (t = m; t < ATTN__L; t++)
+            for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
     for (h = 0; h < hp; h++) {
-        ATTN__VF sums = ATTN__VTRANSUM(part[h]);
+        ATTN__VF sums = paired ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
         if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
         ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
     }
@@ -6266,16 +6330,17 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
                 qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L)
                     : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
 #define ATTN__DOTS_STEP(NK)                                                                        \
     if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK,     \
                                                  part, ahead);                                     \
     else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, \
                                          ahead)
         for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
+        paired = nk % 2 == 0 ? t : 0;
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
-        ATTN__FN(attn__decode_reduce_parts)(part, hp, m, 1.0f, logits + t0);
+        ATTN__FN(attn__decode_reduce_parts)(part, hp, paired, m, 1.0f, logits + t0);
     }
 }
 
@@ -6492,11 +6557,12 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
                 qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
                         : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0;
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
         if (nv <= q4) {
             for (; t + 2 <= m; t += 2)
                 ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
                                                  ahead);
+            paired = t;
             for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride,
                                                                 t0 + t, 1,
                                                           part, ahead);
@@ -6505,11 +6571,12 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t,
                                                  ATTN__DKT, part,
                                                  ahead);
+            paired = t;
             for (; t < m; t++)
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
                                                  part, ahead);
         }
-        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, m, mul, logits + t0);
+        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, paired, m, mul, logits + t0);
     }
     return cursor;
 }
@@ -6993,6 +7060,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD2_E4M3
 #undef ATTN__VLOAD2_E5M2
 #undef ATTN__VTRANSUM
+#undef ATTN__VPAIR_SUMS
+#undef ATTN__VTRANSUM_PAIRS
 #undef ATTN__VTRANSPOSE
 #undef ATTN__DKT
 #undef ATTN__DACC
