@@ -167,8 +167,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
-       0.4.5  (2026-11-27)  paged decode: the logits' partial sums stored in pairs of keys,
-                            half-reduced (same results)
+       0.4.5  (2026-11-27)  paged decode, two or more query heads a KV head: the logits'
+                            partial sums stored in pairs of keys, half-reduced (same results)
        0.4.4  (2026-11-26)  paged decode, AVX-512: the logits' transpose-reduce unrolled and
                             eight heads' queries kept in registers (same results)
        0.4.3  (2026-11-26)  paged decode: one or two query heads a KV head run without
@@ -6185,11 +6185,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 #undef ATTN__LOAD2_CASE
 
 /* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk (nk 1 or
-   even), cleared, then left as the per-lane partials that attn__decode_reduce_parts sums. A
-   step of an even number of keys stores them in pairs, after the first round of the
-   transpose-reduce (ATTN__VPAIR_SUMS): part[h][(t + c) % L / 2] holds the pair sums of keys t+c
-   and t+c+1, half the vectors to store and load again (docs/PERF.md#decode-paired-parts). One
-   key's vector is stored as it is, in part[h][t % L]. */
+   even), cleared, then left as the per-lane partials that attn__decode_reduce_parts sums. For
+   two or more heads a step of an even number of keys stores them in pairs, after the first
+   round of the transpose-reduce (ATTN__VPAIR_SUMS): part[h][(t + c) % L / 2] holds the pair
+   sums of keys t+c and t+c+1, half the vectors to store and load again. One head's keys (MHA,
+   whose f32 decode measured slower so in L2) and single keys are stored as they are, in
+   part[h][(t + c) % L] (docs/PERF.md#decode-paired-parts). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp,
                                                                   int nk) {
     int h, c;
@@ -6200,12 +6201,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
                                                                    int hp, int t, int nk,
                                                                     ATTN__VF part[][ATTN__L]) {
     int h, c;
-    if (nk % 2 == 0) {
+    if (nk % 2 == 0 && hp > 1) {
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 2)
                 part[h][(t + c) % ATTN__L / 2] = ATTN__VPAIR_SUMS(acc[h][c], acc[h][c + 1]);
     } else {
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) part[h][t % ATTN__L] = acc[h][0];
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+            ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) part[h][(t + c) % ATTN__L] = acc[h][c];
     }
 }
 
@@ -6337,7 +6339,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
     else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, \
                                          ahead)
         for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
-        paired = nk % 2 == 0 ? t : 0;
+        paired = nk % 2 == 0 && hp > 1 ? t : 0;
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
         ATTN__FN(attn__decode_reduce_parts)(part, hp, paired, m, 1.0f, logits + t0);
