@@ -6212,15 +6212,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
 }
 
 /* logits[h][0, L) = mul * the lane sums of keys [0, m) for hp heads, lanes m.. 0: one
-   transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). Keys
-   [0, paired) were stored in pairs (attn__decode_parts_store), the others one at a time; with
-   paired > 0 those are paired here. */
+   transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). With
+   pairs (a constant) keys [0, paired) were stored in pairs (attn__decode_parts_store) and the
+   others one at a time, paired here; without, every key one at a time. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
-                                                                    int hp, int paired, int m,
-                                                                     float mul,
+                                                                    int hp, int pairs, int paired,
+                                                                     int m, float mul,
                                                                      float *ATTN_RESTRICT logits) {
     int h, t;
-    if (paired)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
+    if (pairs)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
         for (t = paired / 2; t < ATTN__L / 2; t++)
             for (h = 0; h < hp; h++)
                 part[h][t] = 2 * t >= m ? ATTN__VZERO()
@@ -6230,7 +6230,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
         for (t = m; t < ATTN__L; t++)
             for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
     for (h = 0; h < hp; h++) {
-        ATTN__VF sums = paired ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
+        ATTN__VF sums = pairs ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
         if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
         ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
     }
@@ -6333,16 +6333,17 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
                     : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
+        const int pairs = nk % 2 == 0 && hp > 1;  /* as attn__decode_parts_store decides */
 #define ATTN__DOTS_STEP(NK)                                                                        \
     if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK,     \
                                                  part, ahead);                                     \
     else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, \
                                          ahead)
         for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
-        paired = nk % 2 == 0 && hp > 1 ? t : 0;
+        paired = t;
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
-        ATTN__FN(attn__decode_reduce_parts)(part, hp, paired, m, 1.0f, logits + t0);
+        ATTN__FN(attn__decode_reduce_parts)(part, hp, pairs, paired, m, 1.0f, logits + t0);
     }
 }
 
@@ -6578,7 +6579,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
                 ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
                                                  part, ahead);
         }
-        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, paired, m, mul, logits + t0);
+        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
+                                            logits + t0);
     }
     return cursor;
 }
