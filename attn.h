@@ -2186,7 +2186,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
        attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_heads
-       attn__decode_in_place attn__decode_load attn__decode_load2 attn__decode_load_q
+       attn__decode_in_place attn__decode_keys_paired attn__decode_load attn__decode_load2
+       attn__decode_load_q
        attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
        attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
@@ -4653,11 +4654,11 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
 ATTN__PRIVATE ATTN__INLINE __m512 attn__pair_sums__avx512(__m512 x, __m512 y) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
 }
-/* The other three rounds over eight vectors of pair sums: the sum of input k (the low half of
-   a[k/2] for even k, the high half for odd) comes out in lane 4 (k % 4) + k / 4, which is
-   attn__transum_order[k]. */
+/* 4 (k % 4) + k / 4 for k < 16: a 4 x 4 transpose, its own inverse. */
 static const int attn__transum_order[16] = {0, 4, 8, 12, 1, 5, 9, 13,
                                             2, 6, 10, 14, 3, 7, 11, 15};
+/* The other three rounds over eight vectors of pair sums: the sum of input k (the low half of
+   a[k/2] for even k, the high half for odd) comes out in lane attn__transum_order[k]. */
 ATTN__PRIVATE ATTN__INLINE __m512 attn__transum_rest__avx512(const __m512 *a) {
     __m512 b[4], c[2];
     int i;
@@ -4670,7 +4671,7 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__transum_rest__avx512(const __m512 *a) {
     return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
 }
 /* Lane i of the result = horizontal sum of v[i], for 16 vectors, paired in the order that comes
-   out in lane order (the order is its own inverse). */
+   out in lane order. */
 ATTN__PRIVATE ATTN__INLINE __m512 attn__transum__avx512(const __m512 *v) {
     const int *order = attn__transum_order;
     __m512 a[8];
@@ -6191,6 +6192,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
    sums of keys t+c and t+c+1, half the vectors to store and load again. One head's keys (MHA,
    whose f32 decode measured slower so in L2) and single keys are stored as they are, in
    part[h][(t + c) % L] (docs/PERF.md#decode-paired-parts). */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_keys_paired)(int hp, int nk) {
+    return nk % 2 == 0 && hp > 1;
+}
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp,
                                                                   int nk) {
     int h, c;
@@ -6201,7 +6205,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
                                                                    int hp, int t, int nk,
                                                                     ATTN__VF part[][ATTN__L]) {
     int h, c;
-    if (nk % 2 == 0 && hp > 1) {
+    if (ATTN__FN(attn__decode_keys_paired)(hp, nk)) {
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 2)
                 part[h][(t + c) % ATTN__L / 2] = ATTN__VPAIR_SUMS(acc[h][c], acc[h][c + 1]);
@@ -6213,14 +6217,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[
 
 /* logits[h][0, L) = mul * the lane sums of keys [0, m) for hp heads, lanes m.. 0: one
    transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). With
-   pairs (a constant) keys [0, paired) were stored in pairs (attn__decode_parts_store) and the
-   others one at a time, paired here; without, every key one at a time. */
+   in_pairs (a constant: the steps' keys were paired) keys [0, paired) were stored in pairs
+   (attn__decode_parts_store) and the others one at a time, paired here; without, every key one
+   at a time. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
-                                                                    int hp, int pairs, int paired,
-                                                                     int m, float mul,
+                                                                    int hp, int in_pairs,
+                                                                     int paired, int m, float mul,
                                                                      float *ATTN_RESTRICT logits) {
     int h, t;
-    if (pairs)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
+    if (in_pairs)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
         for (t = paired / 2; t < ATTN__L / 2; t++)
             for (h = 0; h < hp; h++)
                 part[h][t] = 2 * t >= m ? ATTN__VZERO()
@@ -6230,7 +6235,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
         for (t = m; t < ATTN__L; t++)
             for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
     for (h = 0; h < hp; h++) {
-        ATTN__VF sums = pairs ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
+        ATTN__VF sums = in_pairs ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
         if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
         ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
     }
@@ -6333,7 +6338,6 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
                     : ATTN__VZERO();
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        const int pairs = nk % 2 == 0 && hp > 1;  /* as attn__decode_parts_store decides */
 #define ATTN__DOTS_STEP(NK)                                                                        \
     if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK,     \
                                                  part, ahead);                                     \
@@ -6343,7 +6347,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
         paired = t;
         for (; t < m; t++) { ATTN__DOTS_STEP(1); }
 #undef ATTN__DOTS_STEP
-        ATTN__FN(attn__decode_reduce_parts)(part, hp, pairs, paired, m, 1.0f, logits + t0);
+        ATTN__FN(attn__decode_reduce_parts)(part, hp, ATTN__FN(attn__decode_keys_paired)(hp, nk),
+                                            paired, m, 1.0f, logits + t0);
     }
 }
 
@@ -6580,7 +6585,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
                                                  part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
-                                            logits + t0);
+                                            logits + t0);  /* steps of 2 or DKT keys: paired */
     }
     return cursor;
 }
