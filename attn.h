@@ -6189,9 +6189,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
    even), cleared, then left as the per-lane partials that attn__decode_reduce_parts sums. For
    two or more heads a step of an even number of keys stores them in pairs, after the first
    round of the transpose-reduce (ATTN__VPAIR_SUMS): part[h][(t + c) % L / 2] holds the pair
-   sums of keys t+c and t+c+1, half the vectors to store and load again. One head's keys (MHA,
-   whose f32 decode measured slower so in L2) and single keys are stored as they are, in
-   part[h][(t + c) % L] (docs/PERF.md#decode-paired-parts). */
+   sums of keys t+c and t+c+1, half the vectors to store and load again. One head's keys (MHA:
+   with one accumulator a key the pair sums cost about what the stores they save do) and single
+   keys are stored as they are, in part[h][(t + c) % L] (docs/PERF.md#decode-paired-parts). */
 ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_keys_paired)(int hp, int nk) {
     return nk % 2 == 0 && hp > 1;
 }
