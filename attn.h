@@ -1,4 +1,4 @@
-/* attn.h - v0.4.5 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.6 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -167,6 +167,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.6  (2026-11-27)  paged decode: one or two query heads a KV head run rows of the
+                            registers' width or half of it (MHA at D = 128 with AVX-512) free
+                            of width checks; the prefetch cursor crosses the per-chunk call
+                            by pointer (same results)
        0.4.5  (2026-11-27)  paged decode, two or more query heads a KV head: the logits'
                             partial sums stored in pairs of keys, half-reduced (same results)
        0.4.4  (2026-11-26)  paged decode, AVX-512: the logits' transpose-reduce unrolled and
@@ -220,8 +224,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 5
-#define ATTN_VERSION_STRING "0.4.5"
+#define ATTN_VERSION_PATCH 6
+#define ATTN_VERSION_STRING "0.4.6"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -6354,8 +6358,11 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
    decoded once for the eight: see attn__decode_wide_heads). One or two (attn__decode_small)
-   keep their queries in registers where they fit, except over fp8 rows, as four do. Of four,
-   rows of up to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
+   keep their queries in registers where a row is as wide as the registers hold (DACC/hp
+   vectors) or half that, the width a constant, so the loops carry no checks of it (MHA at
+   D = 128 with AVX-512 is the half); other widths and fp8 rows read them from L1, faster than
+   registers behind checks of the width (docs/PERF.md#decode-small-widths). Of four, rows of up
+   to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
    re-read from L1 for the other two), except for fp8, whose decode costs more than the query
    loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in
    registers: from L1 they are faster in L2 but slower from DRAM
@@ -6374,9 +6381,12 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
         return;
     }
     if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
-        if (regs && nvec <= ATTN__DACC / hp)
-            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, ATTN__DACC / hp, nvec, k, dt, stride, n,
-                                              logits, ahead);
+        const int w = ATTN__DACC / hp;  /* rows of w or w/2 vectors: nv a constant, no checks */
+        if (regs && nvec == w)
+            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w, w, k, dt, stride, n, logits, ahead);
+        else if (regs && 2 * nvec == w)
+            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w / 2, w / 2, k, dt, stride, n, logits,
+                                              ahead);
         else
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits,
                                               ahead);
@@ -6464,7 +6474,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp. For
+   DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp, or a row of
+   half that in one segment of a constant width, free of checks (as the logits,
+   attn__decode_dots) - except f32 rows, which measured slower so from DRAM
+   (docs/PERF.md#decode-small-widths). For
    four, each value row is read whole and in order: reading parts of several rows in turn
    defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
    many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
@@ -6487,6 +6500,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
+    } else if (hp < ATTN__HEAD_GROUP && 2 * nvec == ATTN__DACC / hp && dt != ATTN__FMT_F32) {
+        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, 0, ATTN__DACC / hp / 2, hp,
+                                          ATTN__DACC / hp / 2, Dv, o, ahead);
     } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both read each row vector */
         for (d = 0; d < Dk; d += ATTN__DACC / hp * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
@@ -6551,10 +6567,10 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
 
 /* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
    apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a time. */
-ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_dots)(
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
     const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
-    float *ATTN_RESTRICT logits, attn__decode_ahead cursor) {
-    attn__decode_ahead *ahead = &cursor;  /* by value: see attn__decode_chunk */
+    float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
+    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
@@ -6587,7 +6603,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_do
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
                                             logits + t0);  /* steps of 2 or DKT keys: paired */
     }
-    return cursor;
+    *cursor = local;
 }
 
 /* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hp heads, pairs of keys at a
@@ -6635,11 +6651,10 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
 
 /* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
    heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
-ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_pv)(
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
     const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv,
-    float *ATTN_RESTRICT o,
-    attn__decode_ahead cursor) {
-    attn__decode_ahead *ahead = &cursor;  /* by value: see attn__decode_chunk */
+    float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
     int nv = Dk / w, h, d;
     if (nv <= seg / 2) {
@@ -6652,7 +6667,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_dot2_pv
                                                     o + (size_t)h * Dv,
                                                     ahead);
     }
-    return cursor;
+    *cursor = local;
 }
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
@@ -6707,10 +6722,10 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
-   its own function, attn__decode_chunk_of). The prefetch cursor goes in and out by value, as it
-   does for the pair kernels, so its address never leaves the function and it lives in registers:
-   vector stores may alias anything, so by pointer each of its steps would be a load and a store
-   in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
+   its own function, attn__decode_chunk_of). The prefetch cursor goes in and out by value (the
+   pair kernels copy theirs into a local), so its address never leaves the function and it lives
+   in registers: vector stores may alias anything, so by pointer each of its steps would be a load
+   and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc,
@@ -6735,18 +6750,15 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
             float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
             const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
-                cursor =
-                        ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv,
-                                                         rows, r.stride,
-                                                          n, Dk, P->q_mul
-                                                              * ATTN__FN(attn__decode_fold)(P,
-                                                                      P->k_scale),
-                                                          ph + t, cursor);
+                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows,
+                                                 r.stride, n, Dk,
+                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P,
+                                                                                  P->k_scale),
+                                                 ph + t, ahead);
             else
-                cursor =
-                        ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t,
-                                                       2 * ATTN__DECODE_PSTRIDE, n,
-                                                        rows, r.stride, Dk, Dv, oh, cursor);
+                ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t,
+                                               2 * ATTN__DECODE_PSTRIDE, n, rows, r.stride, Dk, Dv,
+                                               oh, ahead);
             continue;
         }
 #endif
@@ -6764,12 +6776,14 @@ ATTN__PRIVATE ATTN__INLINE attn__format ATTN__FN(attn__decode_chunk_format)(attn
 /* The chunk kernels of one dtype, a function of their own: in one function for every dtype (a
    switch around the kernels), clang 14 merges the dtypes' loops into one that switches on the
    dtype inside. With this, ATTN__UNROLL_UPTO and the test in attn__decode_pv_cols, clang's
-   decode is as fast as gcc's (docs/PERF.md#decode-clang). */
+   decode is as fast as gcc's (docs/PERF.md#decode-clang). The cursor crosses the call by pointer,
+   copied in and out once: passed and returned by value, its 56 bytes went through the stack twice
+   a chunk, a cost that one head's small chunks felt (docs/PERF.md#decode-chunk-call). */
 #define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                            \
-    ATTN__PRIVATE ATTN__NOINLINE attn__decode_ahead ATTN__FN(NAME)(                                \
+    ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(NAME)(                                              \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
-        const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor) {          \
-        return ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, cursor, DT);       \
+        const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *cursor) {         \
+        *cursor = ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT);   \
     }
 /* One per dtype, attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
    attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2), and
@@ -6786,29 +6800,25 @@ ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
 #undef ATTN__DECODE_CHUNK_OF
 
 /* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
-ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
-                                                              ATTN__FN(attn__decode_rows) r, int n,
-                                                              int Dk,
-                                                              const attn__decode_scratch *sc,
-                                                              size_t heads, int t,
-                                                              attn__decode_ahead cursor) {
+ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
+                                                ATTN__FN(attn__decode_rows) r, int n, int Dk,
+                                                const attn__decode_scratch *sc, size_t heads, int t,
+                                                attn__decode_ahead *cursor) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(return ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), break);
+        ATTN__KERNELS_##cls(ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), ); break;
     switch (ATTN__FN(attn__decode_format)(r.dt)) {
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:
-#if ATTN__HAS_E4M3_LUT
-            return ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
-#else
-            break;  /* only where the pass has the tables (attn__decode_format) */
+#if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
+            ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
 #endif
+            break;
         case ATTN__FMT_E4M3_FINITE: break;  /* a chunk function's format, never a dtype's */
     }
 #undef ATTN__CHUNK_CASE
 #undef ATTN__CHUNK_ARGS
-    return cursor;  /* not a format */
 }
 #undef ATTN__DECODE_KERNELS
 
@@ -6853,8 +6863,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                 ATTN__FN(attn__decode_rows) r =
                     ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
                                                    sc->tile);
-                ahead = ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads,
-                                                     (int)(cur.j - lo) + c, ahead);
+                ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c,
+                                             &ahead);
             }
         }
         if (last) break;
