@@ -256,15 +256,18 @@ TEST(decode_every_kv_and_activation_dtype) {
    f32 cache two heads together, over the converted dtypes the one-head kernels once per head
    (queries in registers where they fit, not for fp8); bf16 with the pair kernels keeps groups
    of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the f32
-   copies), the bias options, and G = 3 beside them (padded to four). */
+   copies), rows as wide as the registers hold or half that for each ISA (MHA: D = 256 and 128
+   with AVX-512, 64 with AVX2 and NEON, 8 and 4 scalar; G = 2: half those), the bias options,
+   and G = 3 beside them (padded to four). */
 TEST(decode_one_and_two_heads_per_kv_head) {
-    const int Ds[] = {16, 40, 80, 128};
+    const int Ds[] = {16, 40, 80, 128, 256, 4, 64, 8};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
     int lens[4] = {1100, 33, 1, 0}, fails = 0;
     for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 8; i++)
             for (int h = 0; h < 4; h++) {
                 td_case c = td_base();
+                if (i >= 4 && h >= 2) continue;  /* the added widths: G = 1 and 2 */
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)((i + h) % 3);
                 c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 2 ? 3.0f : 0.0f;
