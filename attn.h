@@ -6476,7 +6476,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
    DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp, or a row of
    half that in one segment of a constant width, free of checks (as the logits,
-   attn__decode_dots) - except f32 rows, which measured slower so from DRAM
+   attn__decode_dots) - not for f32 rows, whose P.V measured slower that way from DRAM
    (docs/PERF.md#decode-small-widths). For
    four, each value row is read whole and in order: reading parts of several rows in turn
    defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
