@@ -2189,9 +2189,9 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_chunk_format attn__decode_dot2_dots attn__decode_dot2_keys
        attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_heads
-       attn__decode_in_place attn__decode_keys_paired attn__decode_load attn__decode_load2
-       attn__decode_load_q
+       attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_half_row
+       attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
+       attn__decode_load2 attn__decode_load_q
        attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
        attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
@@ -6356,12 +6356,18 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *A
     }
 }
 
+/* One or two heads (hp < 4) whose rows of nvec vectors are half what the registers hold: the
+   logits and P.V then run them at that width as a constant (attn__decode_dots, attn__decode_pv). */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_half_row)(int hp, int nvec) {
+    return 2 * nvec == ATTN__DACC / hp;
+}
+
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
    decoded once for the eight: see attn__decode_wide_heads). One or two (attn__decode_small)
    keep their queries in registers where a row is as wide as the registers hold (DACC/hp
    vectors) or half that, the width a constant, so the loops carry no checks of it (MHA at
-   D = 128 with AVX-512 is the half); other widths and fp8 rows read them from L1, faster than
-   registers behind checks of the width (docs/PERF.md#decode-small-widths). Of four, rows of up
+   D = 128 with AVX-512 is the half); other widths and fp8 rows read them from L1 rather than
+   hold them behind checks of the width (docs/PERF.md#decode-small-widths). Of four, rows of up
    to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
    re-read from L1 for the other two), except for fp8, whose decode costs more than the query
    loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in
@@ -6384,7 +6390,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
         const int w = ATTN__DACC / hp;  /* rows of w or w/2 vectors: nv a constant, no checks */
         if (regs && nvec == w)
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w, w, k, dt, stride, n, logits, ahead);
-        else if (regs && 2 * nvec == w)
+        else if (regs && ATTN__FN(attn__decode_half_row)(hp, nvec))
             ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w / 2, w / 2, k, dt, stride, n, logits,
                                               ahead);
         else
@@ -6476,9 +6482,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
    DACC/8 vectors (see attn__decode_wide_heads); one or two, in segments of DACC/hp, or a row of
    half that in one segment of a constant width, free of checks (as the logits,
-   attn__decode_dots) - not for f32 rows, whose P.V measured slower that way from DRAM
-   (docs/PERF.md#decode-small-widths). For
-   four, each value row is read whole and in order: reading parts of several rows in turn
+   attn__decode_dots; f32 rows keep the segment loop, why in docs/PERF.md#decode-small-widths).
+   For four, each value row is read whole and in order: reading parts of several rows in turn
    defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
    many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
    than DACC vectors are split. Converted rows are the exception where their conversion would
@@ -6500,7 +6505,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
                                            seg, Dv, o, ahead);
-    } else if (hp < ATTN__HEAD_GROUP && 2 * nvec == ATTN__DACC / hp && dt != ATTN__FMT_F32) {
+    } else if (hp < ATTN__HEAD_GROUP && ATTN__FN(attn__decode_half_row)(hp, nvec) &&
+               dt != ATTN__FMT_F32) {
         ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, 0, ATTN__DACC / hp / 2, hp,
                                           ATTN__DACC / hp / 2, Dv, o, ahead);
     } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both read each row vector */
