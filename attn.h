@@ -947,6 +947,10 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #if defined(ATTN_TILES_EMULATE) && defined(ATTN__HAVE_AVX2) && !defined(ATTN_NO_AMX)
 #define ATTN__HAVE_TILE_EMULATION 1
 #endif
+/* Decode's logits on the tiles too (ATTN_DECODE_TILES, see attn__decode_tile_keys). */
+#if defined(ATTN_DECODE_TILES) && (defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION))
+#define ATTN__HAVE_DECODE_TILES 1
+#endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
 #if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
@@ -1114,10 +1118,16 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #else
 #define ATTN__INFO_FP8 ""
 #endif
+#ifdef ATTN__HAVE_DECODE_TILES
+#define ATTN__INFO_DECODE_TILES " decode_tiles=yes"
+#else
+#define ATTN__INFO_DECODE_TILES ""
+#endif
 
 ATTNDEF const char *attn_build_info(void) {
     return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
-        ATTN__INFO_AMX ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8;
+        ATTN__INFO_AMX ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8
+        ATTN__INFO_DECODE_TILES;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1737,6 +1747,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
+#define ATTN__DECODE_TILE_TERMS 3  /* bf16 terms whose sum is an f32 query (decode's tiles) */
 
 /* The element formats the decode kernels read K/V rows in: each dtype's own, with the dtype's
    value, and e4m3 decoded through byte tables to exact values (where the pass and the CPU have
@@ -1764,6 +1775,10 @@ typedef struct attn__decode_plan {
     int num_seqs;
     int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
     int bf16_pairs;              /* bf16 q and cache, D % 32 == 0: eligible for the pair kernels */
+    int tile_keys;               /* the logits run on tiles (attn__decode_tile_keys) */
+    int tile_terms, tile_cols;   /* bf16 terms of a query (attn__decode_tile_queries), and the
+                                    column tiles of a KV head's query heads */
+    size_t tile_words;           /* a KV head's query tiles in the scratch, 32-bit words */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
@@ -1775,17 +1790,25 @@ typedef struct attn__decode_scratch {
     float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
     float *o;       /* [span][G4][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
+    uint32_t *qt;   /* [span][tile_words] query tiles (tile_words 0: none) */
+    uint16_t *kt;   /* [DECODE_CHUNK][Dv] bf16 key rows for the tiles, when not read in place */
 } attn__decode_scratch;
 
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, char *base,
-                                                 attn__decode_scratch *s) {
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, size_t tile_words,
+                                                 char *base, attn__decode_scratch *s) {
     char *c = base;
     size_t heads = (size_t)span * G4;
     float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
-    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; }
+    uint32_t *qt = NULL;
+    uint16_t *kt = NULL;
+    if (tile_words) {
+        qt = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * (size_t)span * tile_words);
+        kt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * (size_t)ATTN__DECODE_CHUNK * Dv);
+    }
+    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; s->qt = qt; s->kt = kt; }
     return (size_t)(c - base);
 }
 
@@ -1836,6 +1859,7 @@ typedef struct attn__call {
     int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
     int pairs;                      /* ... and the table's bf16 pair kernels run on this CPU */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
+    int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
 } attn__call;
 
 #ifdef ATTN_USE_ONEDNN
@@ -2176,6 +2200,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
 #define ATTN__CAP_E4M3_LUT ATTN__CPU_AVX512VBMI    /* e4m3 byte tables (ATTN__HAS_E4M3_LUT) */
 #define ATTN__CAP_TILES (1 << 20)  /* tile kernels for bf16 prefill (ATTN__HAS_TILES): used when
                                       the call's ISA is ATTN_ISA_AMX, which picks the table */
+#define ATTN__CAP_DECODE_TILES (1 << 21)  /* decode's logits on tiles (ATTN__HAS_DECODE_TILES) */
 
 /* ---------------------------------------------------------------------------------------------
    [I] Kernel instantiation. The kernel pass, sections [S] to [Y] at the end of this file,
@@ -2341,8 +2366,8 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
     c->pairs = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
-    c->tiles = c->bf16_probs && isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0 &&
-               c->gemm == ATTN_GEMM_NATIVE;
+    c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
+    c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
 }
 
 /* Validates exec (with the engine onednn forces) and fills the call context: what every entry
@@ -3362,7 +3387,25 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
 /* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
    thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
    to base. */
-ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads,
+/* Whether a decode call's logits may run on tiles (ATTN_DECODE_TILES): its ISA is ATTN_ISA_AMX
+   with the decode tile kernels, D a multiple of 32 and four or more query heads a KV head (the
+   cache's dtype decides later, attn__decode_plan_fill). What its workspace is laid out for. */
+ATTN__PRIVATE int attn__decode_tiles_may_run(const attn__call *c, const attn_params *p) {
+    return c->on_tiles && (c->k->caps & ATTN__CAP_DECODE_TILES) != 0 && p->head_size % 32 == 0 &&
+           p->num_heads / p->num_kv_heads >= ATTN__HEAD_GROUP;
+}
+/* The column tiles of G query heads of `terms` bf16 terms each: 16 / terms heads a tile. */
+ATTN__PRIVATE int attn__decode_tile_cols(int G, int terms) {
+    int per_tile = 16 / terms;
+    return (G + per_tile - 1) / per_tile;
+}
+/* A KV head's query tiles (attn__decode_tile_queries) in 32-bit words, for the most terms. */
+ATTN__PRIVATE size_t attn__decode_tile_words(const attn_params *p) {
+    int G = p->num_heads / p->num_kv_heads;
+    return (size_t)attn__decode_tile_cols(G, ATTN__DECODE_TILE_TERMS) * (p->head_size / 32) * 256;
+}
+
+ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__call *c,
                                             const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
@@ -3377,26 +3420,30 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, int threads,
     size_t partials =
             attn__align_up(sizeof(float) * (size_t)parts * p->num_kv_heads * G * (2 + (size_t)D));
     int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
-    size_t per_thread = attn__align_up(attn__decode_scratch_layout(span, G4, Dv, NULL, NULL));
+    size_t tile_words = attn__decode_tiles_may_run(c, p) ? attn__decode_tile_words(p) : 0;
+    size_t per_thread =
+            attn__align_up(attn__decode_scratch_layout(span, G4, Dv, tile_words, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         P->part_start = (int64_t *)a;
         P->partials = (float *)(a + head);
         P->scratch = a + head + partials;
         P->scratch_bytes = per_thread;
-        P->G4 = G4; P->Dv = Dv;
+        P->G4 = G4; P->Dv = Dv; P->tile_words = tile_words;
     }
-    return ATTN__ALIGN + head + partials + per_thread * (size_t)threads;
+    return ATTN__ALIGN + head + partials + per_thread * (size_t)c->threads;
 }
 
 ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
                                                 const attn_kv_cache *cache, const int32_t *seq_lens,
                                                 int num_seqs, attn_paged_version version) {
+    attn__call c;
     (void)version;  /* v1 and v2 share one layout, so either can run in the same workspace */
     if (attn_params_check(params) != ATTN_OK ||
         attn__cache_matches(params, cache) != ATTN_OK) return 0;
     if (num_seqs < 0 || (num_seqs > 0 && !seq_lens) || (exec && exec->num_threads < 0)) return 0;
-    return attn__decode_ws_layout(params, attn_exec_threads(exec), seq_lens, num_seqs, NULL, NULL);
+    attn__call_of(exec, 0, &c);
+    return attn__decode_ws_layout(params, &c, seq_lens, num_seqs, NULL, NULL);
 }
 
 typedef struct attn__decode_run {
@@ -3487,6 +3534,11 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
     P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && cache->dtype == ATTN_BF16 && D % 32 == 0;
+    /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
+       are, the others split in three */
+    P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
+    P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
+    P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     attn__decode_choose_span(P, a->version, c->threads);
     return ATTN_OK;
 }
@@ -3524,7 +3576,7 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
     a.version = attn_paged_decode_version(params, seq_lens, num_seqs, version);
     ATTN__TRY(attn__decode_check(&a));
     memset(&P, 0, sizeof P);
-    size_t need = attn__decode_ws_layout(params, c.threads, seq_lens, num_seqs, (char *)ws, &P);
+    size_t need = attn__decode_ws_layout(params, &c, seq_lens, num_seqs, (char *)ws, &P);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     ATTN__TRY(attn__decode_plan_fill(&P, &c, &a));
     attn__decode_execute(&c, &P, a.version);
@@ -3889,7 +3941,7 @@ ATTN__PRIVATE size_t attn__forward_ws_layout(const attn__call *c, const attn_lay
     size_t pre_bytes = attn__prefill_ws_layout(c, &L->params, f->prefills, tiles, base, pre);
     size_t at = attn__align_up(pre_bytes);
     if (!f->decodes) return at;
-    return at + attn__decode_ws_layout(&L->params, c->threads, f->decode_lens, f->decodes,
+    return at + attn__decode_ws_layout(&L->params, c, f->decode_lens, f->decodes,
                                        base ? base + at : NULL, dec);
 }
 
@@ -4864,6 +4916,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__HAS_E4M3_FINITE 0
 #define ATTN__E4M3_HAS_NAN(p, n) 0
 #endif
+#if ATTN__HAS_TILES && defined(ATTN__HAVE_DECODE_TILES)
+#define ATTN__HAS_DECODE_TILES 1  /* decode's logits on the tiles (ATTN_DECODE_TILES) */
+#else
+#define ATTN__HAS_DECODE_TILES 0
+#endif
 
 /* ---------------------------------------------------------------------------------------------
    [T] Elementwise math over the vector layer, and the logits transform. */
@@ -5722,11 +5779,6 @@ ATTN__PRIVATE void ATTN__FN(attn__tile_step)(const attn__prefill_plan *P, int se
         }
     }
 }
-#undef ATTN__TLOAD
-#undef ATTN__TSTORE
-#undef ATTN__TZERO
-#undef ATTN__TDP
-#undef ATTN__TILE_FENCE
 #endif
 
 /* Scores of one tile: S[c][r] for keys [k0, k0+n) by rows [0, rows_pad). */
@@ -6828,6 +6880,145 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
 }
 #undef ATTN__DECODE_KERNELS
 
+#if ATTN__HAS_DECODE_TILES
+/* Decode's logits on tiles (ATTN_DECODE_TILES, attn__decode_plan.tile_keys): for each 32 dims,
+   C[key][column] += K[key][dims] . B[dim pairs][column], the A tile 16 key rows of a chunk (bf16
+   rows of the cache in place, or bf16 copies of fp8 rows, which bf16 holds exactly), the B tiles
+   the query heads' bf16 terms (attn__decode_tile_queries). An f32 query is the sum of three
+   bf16 terms, q1 = bf16(q), q2 = bf16(q - q1), q3 = q - q1 - q2 (exact for |q| from 2^-110 up:
+   the tiles read subnormal bf16 as 0), each term's products are exact in f32, and a head's
+   logit is the sum of its terms' columns, smallest first: no f32 query is rounded to bf16. A
+   bf16 query is one term, unscaled, and its logits take the scale, as the pair kernels do.
+   The value pass stays on the vector kernels. */
+
+/* KV head g's query terms as B tiles at qt: column tile c, dims [32 s, 32 s + 32) at
+   qt + (c S + s) 256 (S = D / 32), row i = dims 32 s + 2 i and + 1 as one bf16 pair; a column
+   tile holds terms 0.. of 16 / T heads, term-major (column u (16 / T) + i: term u of its head
+   i). Unused columns are 0. f32 and f16 queries are taken times mul (the scale, exact after
+   the split), bf16 queries as they are. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_queries)(const attn__decode_plan *P, int seq, int g,
+                                                       float mul, uint32_t *qt) {
+    int G = P->G, D = P->D, S = D / 32, T = P->tile_terms, per_tile = 16 / T, h, d, u;
+    size_t qsz = attn_dtype_size(P->q_dtype);
+    float q[ATTN_MAX_HEAD_SIZE];
+    memset(qt, 0, sizeof(uint32_t) * 256 * (size_t)S * P->tile_cols);
+    for (h = 0; h < G; h++) {
+        const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
+        uint32_t *tile = qt + (size_t)(h / per_tile) * S * 256;
+        ATTN__FN(attn__to_f32)(q, src, P->q_dtype, D, T == 1 ? 1.0f : mul);
+        for (d = 0; d < D; d++) {
+            uint32_t *row = tile + (size_t)(d / 32) * 256 + (size_t)(d % 32 / 2) * 16;
+            float rest = q[d];
+            for (u = 0; u < T; u++) {
+                uint16_t term = attn_f32_to_bf16(rest);
+                rest -= attn_bf16_to_f32(term);
+                row[u * per_tile + h % per_tile] |= (uint32_t)term << (16 * (d & 1));
+            }
+        }
+    }
+}
+
+/* The chunk's n key rows as bf16 for the A tiles, *row_bytes apart: a whole chunk of a bf16
+   cache in place, otherwise copies in sc->kt (fp8 rows converted exactly), the rows past n 0:
+   a tile reads 16 rows. */
+ATTN__PRIVATE const uint16_t *ATTN__FN(attn__decode_tile_rows)(const attn__decode_plan *P,
+                                                              const char *rows, int n,
+                                                              const attn__decode_scratch *sc,
+                                                              size_t *row_bytes) {
+    int D = P->D;
+    *row_bytes = sizeof(uint16_t) * (size_t)D;
+    if (P->kv_dtype == ATTN_BF16 && n == ATTN__DECODE_CHUNK) return (const uint16_t *)rows;
+    for (int t = 0; t < ATTN__DECODE_CHUNK; t++) {
+        uint16_t *to = sc->kt + (size_t)t * D;
+        const char *from = rows + (size_t)t * D * attn_dtype_size(P->kv_dtype);
+        if (t >= n) memset(to, 0, *row_bytes);
+        else if (P->kv_dtype == ATTN_BF16) memcpy(to, from, *row_bytes);
+        else {
+            ATTN__FN(attn__to_f32)(sc->tile, from, P->kv_dtype, D, 1.0f);
+            ATTN__FN(attn__from_f32)(to, ATTN_BF16, sc->tile, D);
+        }
+    }
+    return sc->kt;
+}
+
+/* C tiles 0 .. nc - 1 (nc <= 4) for keys k (row_bytes apart) by the column tiles at qt, over
+   S steps of 32 dims, stored at cb (a tile every 256 floats, rows of 16). The cursor asks for the
+   next rows at the pace of n keys of all heads a step (none: ahead NULL). */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_tile_dots)(const uint16_t *k,
+                                                                      size_t row_bytes,
+                                                                      const uint32_t *qt, int S,
+                                                                      int nc, int n, float *cb,
+                                                                      attn__decode_ahead *ahead) {
+    ATTN__FN(attn__tile_file) tf;
+    (void)tf;
+#define ATTN__TILE_B(c) (qt + ((size_t)(c) * S + s) * 256)
+    ATTN__TILE_FENCE();
+    ATTN__TZERO(tf, 0);
+    if (nc > 1) ATTN__TZERO(tf, 1);
+    if (nc > 2) ATTN__TZERO(tf, 2);
+    if (nc > 3) ATTN__TZERO(tf, 3);
+    for (int s = 0; s < S; s++) {
+        ATTN__TLOAD(tf, 4, k + 32 * s, row_bytes);
+        ATTN__TLOAD(tf, 5, ATTN__TILE_B(0), 64);
+        ATTN__TDP(tf, 0, 4, 5);
+        if (nc > 1) { ATTN__TLOAD(tf, 6, ATTN__TILE_B(1), 64); ATTN__TDP(tf, 1, 4, 6); }
+        if (nc > 2) { ATTN__TLOAD(tf, 7, ATTN__TILE_B(2), 64); ATTN__TDP(tf, 2, 4, 7); }
+        if (nc > 3) { ATTN__TLOAD(tf, 5, ATTN__TILE_B(3), 64); ATTN__TDP(tf, 3, 4, 5); }
+        if (ahead) ATTN__FN(attn__decode_ahead_step)(ahead, 32 * n, (int)ahead->heads);
+    }
+#undef ATTN__TILE_B
+    ATTN__TSTORE(tf, 0, cb, 64);
+    if (nc > 1) ATTN__TSTORE(tf, 1, cb + 256, 64);
+    if (nc > 2) ATTN__TSTORE(tf, 2, cb + 512, 64);
+    if (nc > 3) ATTN__TSTORE(tf, 3, cb + 768, 64);
+    ATTN__TILE_FENCE();
+}
+
+/* The logits of a column tile's nh heads from its C tile cb ([16 keys][16 columns]): each
+   head's term columns summed, smallest term first (one term: times mul), 16 keys a head into p
+   (head i at p + i PSTRIDE; as whole vectors, like the vector kernels). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_logits)(const float *cb, int terms, int nh,
+                                                      float mul, float *p) {
+    float ct[256];  /* [columns][keys] */
+    int per_tile = 16 / terms, i, u, k0, c0;
+    for (k0 = 0; k0 < 16; k0 += ATTN__L)
+        for (c0 = 0; c0 < 16; c0 += ATTN__L)
+            ATTN__FN(attn__transpose_block)(cb + k0 * 16 + c0, 16, ATTN__L, ct + c0 * 16 + k0, 16,
+                                            ATTN__L, NULL);
+    for (i = 0; i < nh; i++)
+        for (k0 = 0; k0 < 16; k0 += ATTN__L) {
+            ATTN__VF v = ATTN__VLOAD(ct + ((terms - 1) * per_tile + i) * 16 + k0);
+            for (u = terms - 2; u >= 0; u--)
+                v = ATTN__VADD(v, ATTN__VLOAD(ct + (u * per_tile + i) * 16 + k0));
+            if (terms == 1) v = ATTN__VMUL(v, ATTN__VSET1(mul));
+            ATTN__VSTORE(p + (size_t)i * ATTN__DECODE_PSTRIDE + k0, v);
+        }
+}
+
+/* The logits of a KV head's G query heads (query tiles qt) for the n keys of a chunk (rows:
+   the cache's), into p (head 0's row at the chunk); four column tiles at a time. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, const char *rows,
+                                                    int n, const attn__decode_scratch *sc,
+                                                    const uint32_t *qt, float *p,
+                                                    attn__decode_ahead *ahead) {
+    float cb[4 * 256];
+    size_t row_bytes;
+    const uint16_t *k = ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes);
+    int T = P->tile_terms, per_tile = 16 / T, S = P->D / 32;
+    float mul = T == 1 ? P->q_mul * P->k_scale : 1.0f;
+    for (int c0 = 0; c0 < P->tile_cols; c0 += 4) {
+        int nc = ATTN__MIN(4, P->tile_cols - c0);
+        ATTN__FN(attn__decode_tile_dots)(k, row_bytes, qt + (size_t)c0 * S * 256, S, nc, n, cb,
+                                         c0 == 0 ? ahead : NULL);
+        for (int c = 0; c < nc; c++) {
+            int h0 = (c0 + c) * per_tile;
+            ATTN__FN(attn__decode_tile_logits)(cb + 256 * c, T, ATTN__MIN(per_tile, P->G - h0),
+                                               mul, p + (size_t)h0 * ATTN__DECODE_PSTRIDE);
+        }
+    }
+}
+#endif
+
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1): a
    block piece at a time, and for each head its rows of the piece (a block keeps each head's rows
    together, the heads one after another). The piece after the current one (after the last keys:
@@ -6866,6 +7057,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                                                   &ahead.near_end);
             for (int c = 0; c < cur.n; c += ATTN__DECODE_CHUNK) {
                 int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur.n - c);
+#if ATTN__HAS_DECODE_TILES
+                if (kind == 0 && P->tile_keys) {
+                    ATTN__FN(attn__decode_tile_keys)(
+                        P, ATTN__FN(attn__decode_chunk_at)(P, cache, cur.blk, g, cur.off + c), m,
+                        sc, sc->qt + (size_t)(g - g0) * P->tile_words,
+                        sc->p + heads * ATTN__DECODE_PSTRIDE + (cur.j - lo) + c, &ahead);
+                    continue;
+                }
+#endif
                 ATTN__FN(attn__decode_rows) r =
                     ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
                                                    sc->tile);
@@ -6977,13 +7177,23 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         }
         return;
     }
-    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->scratch + (size_t)thread * P->scratch_bytes,
-                                &sc);
+    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->tile_words,
+                                P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     for (g = g0; g < g1; g++) {
         size_t heads = (size_t)(g - g0) * G4;
         ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
+#if ATTN__HAS_DECODE_TILES
+    if (P->tile_keys) {  /* the tile rows hold the keys' values: the scale without a fold */
+        for (g = g0; g < g1; g++)
+            ATTN__FN(attn__decode_tile_queries)(P, seq, g, P->q_mul * P->k_scale,
+                                                sc.qt + (size_t)(g - g0) * P->tile_words);
+        ATTN__FN(attn__tiles_begin)();
+        ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
+        ATTN__FN(attn__tiles_end)();
+    } else
+#endif
     ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
     for (g = g0; g < g1; g++)
         ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
@@ -7040,7 +7250,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int 
 static const attn__kernels ATTN__FN(attn__table) = {
     ATTN__PASS_ISA,
     (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0) |
-        (ATTN__HAS_TILES ? ATTN__CAP_TILES : 0),
+        (ATTN__HAS_TILES ? ATTN__CAP_TILES : 0) |
+        (ATTN__HAS_DECODE_TILES ? ATTN__CAP_DECODE_TILES : 0),
     ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
     ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
 #ifdef ATTN_USE_ONEDNN
@@ -7095,6 +7306,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__PREFETCH_L2
 #undef ATTN__HAS_E4M3_LUT
 #undef ATTN__HAS_E4M3_FINITE
+#undef ATTN__HAS_DECODE_TILES
 #undef ATTN__E4M3_HAS_NAN
 #undef ATTN__VLOAD_E4M3_FINITE
 #undef ATTN__VLOAD2_E4M3_FINITE
@@ -7118,6 +7330,11 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #if ATTN__HAS_TILES
 #undef ATTN__TILES_REAL
 #undef ATTN__TILE_TARGET
+#undef ATTN__TLOAD
+#undef ATTN__TSTORE
+#undef ATTN__TZERO
+#undef ATTN__TDP
+#undef ATTN__TILE_FENCE
 #endif
 #if ATTN__HAS_PAIRS
 #undef ATTN__PAIRS_TARGET

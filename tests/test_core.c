@@ -37,6 +37,11 @@ TEST(version_and_build_info) {
 #else
     CHECK(strstr(attn_build_info(), "amx") == NULL);
 #endif
+#ifdef ATTN__HAVE_DECODE_TILES
+    CHECK(strstr(attn_build_info(), " decode_tiles=yes") != NULL);
+#else
+    CHECK(strstr(attn_build_info(), "decode_tiles") == NULL);
+#endif
 }
 
 TEST(dtype_sizes_and_names) {

@@ -143,10 +143,10 @@ static attn_status td_run(const td_case *c, td_data *d, const attn_exec *e, attn
     return st;
 }
 
-static int td_check(const td_case *c, uint64_t seed) {
+/* The case on each of the n_isa ISAs isas. */
+static int td_check_on(const td_case *c, uint64_t seed, const attn_isa *isas, int n_isa) {
     td_data d;
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas), fails = 0;
+    int fails = 0;
     td_make(c, seed, &d);
     attn_dtype out_dt = td_out_dt(c);
     size_t n_out = (size_t)c->num_seqs * c->H * c->D, esz = attn_dtype_size(out_dt);
@@ -191,6 +191,13 @@ static int td_check(const td_case *c, uint64_t seed) {
     free(o1); free(o2); free(o3); free(l1); free(l2); free(l3);
     td_free(&d);
     return fails;
+}
+
+/* The case on every ISA this machine runs (tu_isas). */
+static int td_check(const td_case *c, uint64_t seed) {
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    return td_check_on(c, seed, isas, n_isa);
 }
 
 static td_case td_base(void) {
@@ -354,6 +361,115 @@ TEST(decode_bf16_pair_kernels_are_taken) {
               "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
     free(a); free(b);
     td_free(&d);
+}
+
+/* Decode's logits on tiles (ATTN_DECODE_TILES, which the suite defines; ATTN_ISA_AMX on real
+   tiles or emulated ones) over the caches bf16 holds exactly (bf16, fp8): f32 and f16 queries
+   split in three bf16 terms, bf16 queries as they are. G = 4, 8, 12, 16, 24 (one to five column
+   tiles of five heads, four at a time), 1 to 8 steps of 32 dims, block sizes that give whole
+   chunks read in place (16, 32) and partial ones copied (3, 1), the bias options; f16 and f32
+   caches and G = 3 beside them take the vector kernels. f32 outputs, the vector kernels'
+   tolerance; bf16 queries over bf16 with f32_probs, so the value pass is f32 on every host. */
+TEST(decode_logits_on_tiles) {
+    const int Ds[] = {32, 64, 96, 128, 256}, bss[] = {16, 3, 32, 1};
+    const int HHk[][2] = {{8, 2}, {16, 2}, {24, 2}, {32, 2}, {48, 2}, {4, 1}, {6, 2}};
+    const attn_dtype kvs[] = {ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F16, ATTN_F32};
+    attn_isa amx = ATTN_ISA_AMX;
+    int lens[4] = {1100, 33, 1, 0}, fails = 0;
+    if (!attn_isa_supported(ATTN_ISA_AMX)) return;  /* no AVX2: no tiles, real or emulated */
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 5; i++)
+            for (int h = 0; h < 7; h++) {
+                td_case c = td_base();
+                if (k >= 3 && (i != 3 || h > 1)) continue;  /* vector kernels: two cases */
+                if (Ds[i] == 256 && h != 1) continue;       /* keep the big heads quick */
+                c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
+                c.bs = bss[(i + h) % 4]; c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h + k) % 3);
+                c.alibi = h % 2; c.window = i == 2 ? 100 : 0; c.cap = h == 2 ? 3.0f : 0.0f;
+                c.sinks = i % 2; c.f32_out = 1;
+                c.f32_probs = c.kv_dt == ATTN_BF16 && c.act_dt == ATTN_BF16;
+                if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+                fails += td_check_on(&c, 2700 + (uint64_t)(k * 64 + i * 8 + h), &amx, 1);
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* The logits on tiles do run: an f32 query's logits sum in another order there than in the
+   vector kernels of the same table (AVX-512 beside real tiles, AVX2 beside emulated ones), so
+   the outputs differ in the last bits (the checks above hold either way: without this a path
+   that silently fell back would pass). */
+TEST(decode_logits_on_tiles_are_taken) {
+#ifdef ATTN__HAVE_DECODE_TILES
+    if (!attn_isa_supported(ATTN_ISA_AMX)) return;
+    attn_isa vec = strstr(attn_cpu_features(), "amx=yes") ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
+    int lens[2] = {700, 65};
+    td_case c = td_base();
+    c.H = 16; c.Hk = 2; c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = ATTN_BF16;
+    c.f32_out = 1;
+    td_data d;
+    td_make(&c, 2690, &d);
+    size_t n = (size_t)2 * c.H * c.D;
+    float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
+    attn_exec e = tu_exec(ATTN_ISA_AMX, 1);
+    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
+    e.isa = vec;
+    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
+    CHECK_MSG(memcmp(a, b, n * 4) != 0, "ATTN_ISA_AMX and %s gave the same bits: decode's "
+              "logits not on tiles", attn_isa_name(vec));
+    free(a); free(b);
+    td_free(&d);
+#endif
+}
+
+/* The query tiles (attn__decode_tile_queries, in the pass the emulated tiles run in): the three
+   bf16 terms of each f32 query element sum to it exactly, over magnitudes 2^-100 to 2^100,
+   largest term first, each at most half an ulp of bf16 of the one before; a bf16 query is one
+   term, its own bits; the unused columns are 0. G = 7: two column tiles of five heads. */
+TEST(decode_tile_queries_sum_to_the_query) {
+#if defined(ATTN__HAVE_DECODE_TILES) && defined(ATTN__HAVE_TILE_EMULATION)
+    enum { G = 7, D = 64, S = D / 32 };
+    float q[G * D];
+    uint16_t qb[G * D];
+    uint32_t qt[2 * S * 256];
+    uint64_t rng = 77;
+    const float mul = 0.1803368801f;  /* 1/sqrt(128) log2(e): not a power of two */
+    for (int i = 0; i < G * D; i++) {
+        double m = attn_test_rand_uniform(&rng, -1.0f, 1.0f);
+        q[i] = (float)ldexp(m, (int)attn_test_rand_uniform(&rng, -100.0f, 100.0f));
+        qb[i] = attn_f32_to_bf16(q[i]);
+    }
+    for (int bf = 0; bf < 2; bf++) {
+        attn__decode_plan P;
+        memset(&P, 0, sizeof P);
+        P.G = G; P.D = D; P.q_stride = G * D;
+        P.q = bf ? (const char *)qb : (const char *)q; P.q_dtype = bf ? ATTN_BF16 : ATTN_F32;
+        P.tile_terms = bf ? 1 : 3; P.tile_cols = attn__decode_tile_cols(G, P.tile_terms);
+        memset(qt, 0xff, sizeof qt);
+        attn__decode_tile_queries__avx2(&P, 0, 0, mul, qt);
+        int per_tile = 16 / P.tile_terms, bad = 0;
+        for (int h = 0; h < G; h++)
+            for (int d = 0; d < D; d++) {
+                const uint32_t *row = qt + ((size_t)(h / per_tile) * S + d / 32) * 256 +
+                                      (size_t)(d % 32 / 2) * 16;
+                double sum = 0.0, prev = INFINITY;
+                for (int u = 0; u < P.tile_terms; u++) {
+                    uint16_t t = (uint16_t)(row[u * per_tile + h % per_tile] >> (16 * (d & 1)));
+                    double x = attn_bf16_to_f32(t);
+                    bad += x != 0.0 && !(fabs(x) <= ldexp(fabs(prev), -8));
+                    if (x != 0.0) prev = x;
+                    sum += x;
+                }
+                double want = bf ? attn_bf16_to_f32(qb[h * D + d]) : (double)(q[h * D + d] * mul);
+                bad += sum != want;
+            }
+        for (size_t w = 0; w < (size_t)P.tile_cols * S * 256; w++) {
+            int col = (int)(w % 16), head = (int)(w / (S * 256)) * per_tile + col % per_tile;
+            bad += (col >= per_tile * P.tile_terms || head >= G) && qt[w] != 0;
+        }
+        CHECK_MSG(bad == 0, "%s queries: %d elements or unused columns wrong", bf ? "bf16" : "f32",
+                  bad);
+    }
+#endif
 }
 
 /* The AVX-512 VBMI table decode of e4m3 (attn__e4m3_bf16_words__avx512) against the f16 one it
@@ -610,6 +726,9 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_wide_head_groups),                                                      \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
+    ATTN_TEST_ENTRY(decode_logits_on_tiles),                                                       \
+    ATTN_TEST_ENTRY(decode_logits_on_tiles_are_taken),                                             \
+    ATTN_TEST_ENTRY(decode_tile_queries_sum_to_the_query),                                         \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
     ATTN_TEST_ENTRY(decode_e4m3_nan_codes_take_the_exact_decode),                                  \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \

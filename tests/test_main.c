@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE  /* mmap (test_guard.c) and threads (test_determinism.c) under -std=c99 */
 #define ATTN_IMPLEMENTATION
 #define ATTN_TILES_EMULATE  /* ATTN_ISA_AMX everywhere: emulated tiles where the CPU has none */
+#define ATTN_DECODE_TILES   /* ... and decode's logits on them */
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
 #include "attn_test.h"
