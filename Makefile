@@ -48,7 +48,7 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test test-builds sanitize bench bench-onednn bench-ggml examples clean \
+.PHONY: all run test test-builds sanitize bench bench-onednn bench-decode-tiles bench-ggml examples clean \
         compile-checks bitwise compile-time install uninstall fuzz fuzz-seeds stress valgrind
 all: $(B)/test_default $(B)/quickstart $(B)/ex_llama
 
@@ -161,7 +161,7 @@ VALGRIND ?= valgrind
 VALGRIND_TESTS ?= reject ref_ write_kv swap_blocks copy_blocks block_pool seq_ convert bias merge_states \
     forward_ sdpa_causal sdpa_isas sdpa_sequence_alone paged_prefill_keys paged_contents guard_pages \
     determinism_write_kv decode_keys_and_values fp8 kv_ isa_ threading status version dtype_sizes \
-    params_check encode_ simd_ pair_conflicts
+    params_check encode_ simd_ pair_conflicts logits_on_tiles_are
 FLAGS_valgrind := -O1 -g
 valgrind: $(B)/test_valgrind $(EXAMPLES)
 	@sh tests/valgrind.sh $(B) "$(VALGRIND)" $(VALGRIND_TESTS)
@@ -183,6 +183,11 @@ bench: $(B)/attn_bench
 $(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra -O3 -fopenmp -DATTN_USE_ONEDNN -I. $< -o $@ $(LDLIBS) -ldnnl
 bench-onednn: $(B)/attn_bench_onednn
+
+# The bench with decode's logits on the AMX tiles (ATTN_DECODE_TILES), to set beside attn_bench.
+$(B)/attn_bench_decode_tiles: bench/attn_bench.c attn.h | $(B)
+	$(CC) -std=c99 -Wall -Wextra $(BENCH_FLAGS) -DATTN_DECODE_TILES -I. $< -o $@ $(LDLIBS) $(BENCH_LIBS)
+bench-decode-tiles: $(B)/attn_bench_decode_tiles
 
 # llama.cpp's CPU flash attention as a peer (bench/peer_ggml.c): GGML_INC is ggml's include
 # directory, GGML_LIB the directory of its static libraries (ggml, ggml-cpu, ggml-base).

@@ -1,4 +1,4 @@
-/* attn.h - v0.4.6 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.7 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -23,6 +23,8 @@
        ATTN_NO_AMX               off            do not compile the AMX tile kernels (ATTN_ISA_AMX)
        ATTN_TILES_EMULATE        off            for tests: ATTN_ISA_AMX on any AVX2 CPU, the tile
                                                 operations emulated where the CPU has no tiles
+       ATTN_DECODE_TILES         off            paged decode's logits on the AMX tiles too (see
+                                                AMX): not yet measured on an AMX CPU
        ATTN_NO_FP8_KERNELS       off            fp8 KV caches are decoded through f32 copies of
                                                 their rows, not by kernels of their own: slower
                                                 fp8 decode, the same results, a faster build
@@ -133,6 +135,14 @@
        configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
        pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
        the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
+       ATTN_DECODE_TILES puts paged decode's logits (attn_paged_decode, attn_forward's decodes)
+       on the tiles too, over a bf16 or fp8 cache with a head size that is a multiple of 32 and
+       four or more query heads a KV head: 16 keys by the query heads a tdpbf16ps, an f32 or
+       f16 query as three bf16 terms whose sum is the query exactly, a bf16 query as it is, so
+       the products are the vector kernels' and only the order of their sums differs; P.V
+       stays on AVX-512. Off by default until it is measured on an AMX CPU (docs/PERF.md,
+       decode-tiles); the suite defines it and tests it on emulated tiles;
+       attn_build_info says decode_tiles=yes.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -143,7 +153,9 @@
        the bf16 output's own rounding - while the denominator and lse use the unrounded f32
        values. exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
        follow the same rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded
-       to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). exp() is within 2.1 ulp.
+       to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles
+       (ATTN_DECODE_TILES) keep an f32 query exact as three bf16 terms (for |q| from 2^-110
+       up; smaller terms count as 0). exp() is within 2.1 ulp.
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -167,6 +179,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.7  (2026-11-27)  ATTN_DECODE_TILES: paged decode's logits on the AMX tiles (off by
+                            default until measured on an AMX CPU); attn_build_info reports it
        0.4.6  (2026-11-27)  paged decode: one or two query heads a KV head run rows of the
                             registers' width or half of it (MHA at D = 128 with AVX-512) free
                             of width checks; the prefetch cursor crosses the per-chunk call
@@ -224,8 +238,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 6
-#define ATTN_VERSION_STRING "0.4.6"
+#define ATTN_VERSION_PATCH 7
+#define ATTN_VERSION_STRING "0.4.7"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -2222,7 +2236,9 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
        attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
        attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
+       attn__decode_tile_dots attn__decode_tile_keys attn__decode_tile_logits
+       attn__decode_tile_queries attn__decode_tile_rows attn__decode_unpack_order
+       attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
        attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
        attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
        attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
