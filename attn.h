@@ -6917,20 +6917,25 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_queries)(const attn__decode_plan *
     int G = P->G, D = P->D, S = D / 32, T = P->tile_terms, per_tile = 16 / T, h, d, u;
     size_t qsz = attn_dtype_size(P->q_dtype);
     float q[ATTN_MAX_HEAD_SIZE];
+    uint16_t terms[ATTN__DECODE_TILE_TERMS][ATTN_MAX_HEAD_SIZE];
     memset(qt, 0, sizeof(uint32_t) * 256 * (size_t)S * P->tile_cols);
     for (h = 0; h < G; h++) {
         const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
         uint32_t *tile = qt + (size_t)(h / per_tile) * S * 256;
         ATTN__FN(attn__to_f32)(q, src, P->q_dtype, D, T == 1 ? 1.0f : mul);
-        for (d = 0; d < D; d++) {
-            uint32_t *row = tile + (size_t)(d / 32) * 256 + (size_t)(d % 32 / 2) * 16;
-            float rest = q[d];
+        for (d = 0; d < D; d += ATTN__L) {  /* each term, then what it leaves: exact in f32 */
+            ATTN__VF rest = ATTN__VLOAD(q + d);
             for (u = 0; u < T; u++) {
-                uint16_t term = attn_f32_to_bf16(rest);
-                rest -= attn_bf16_to_f32(term);
-                row[u * per_tile + h % per_tile] |= (uint32_t)term << (16 * (d & 1));
+                ATTN__VSTORE_BF16(terms[u] + d, rest);
+                rest = ATTN__VSUB(rest, ATTN__VLOAD_BF16(terms[u] + d));
             }
         }
+        for (u = 0; u < T; u++)
+            for (d = 0; d < D; d += 2) {
+                uint32_t *row = tile + (size_t)(d / 32) * 256 + (size_t)(d % 32 / 2) * 16;
+                row[u * per_tile + h % per_tile] =
+                        terms[u][d] | (uint32_t)terms[u][d + 1] << 16;
+            }
     }
 }
 
