@@ -531,8 +531,8 @@ TEST(decode_alone_equals_in_batch_of_64) {
     c.num_seqs = 64; c.lens = lens; c.kv_dt = ATTN_BF16; c.alibi = 1; c.sinks = 1;
     td_data d;
     td_make(&c, 1400, &d);
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas);
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);  /* with ATTN_ISA_AMX: decode's logits on tiles (G = 4) */
     size_t row = (size_t)c.H * c.D;
     for (int k = 0; k < n_isa; k++) {
         attn_exec e = tu_exec(isas[k], 2);

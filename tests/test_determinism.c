@@ -254,8 +254,8 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
 }
 
 TEST(determinism_paged_threads_pools_permutations) {
-    attn_isa isas[4];
-    int n_isa = tu_isas(isas), fails = 0;
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas), fails = 0;  /* ATTN_ISA_AMX: prefill and decode on tiles */
     /* each ISA runs prefill, decode v1 and decode v2, each on another of the three cache /
        activation pairs (rotating with the ISA: every ISA meets every pair); AUTO only picks
        v1 or v2 */
