@@ -421,6 +421,49 @@ TEST(decode_logits_on_tiles_are_taken) {
 #endif
 }
 
+/* As accurate as the vector kernels: f32 queries over bf16 and fp8 caches, G = 4 and 8, the
+   largest and the mean error of the f32 outputs against the oracle on tiles at most 1.5x and
+   1.25x those of the same table's vector kernels (the products are the same; only the order of
+   the sums differs). ATTN_TEST_SHOW_ERRORS=1 in the environment prints both. */
+TEST(decode_logits_on_tiles_as_accurate_as_the_vector_kernels) {
+#ifdef ATTN__HAVE_DECODE_TILES
+    const attn_dtype kvs[] = {ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
+    int lens[3] = {2000, 517, 64};
+    if (!attn_isa_supported(ATTN_ISA_AMX)) return;
+    attn_isa vec = strstr(attn_cpu_features(), "amx=yes") ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
+    for (int k = 0; k < 3; k++)
+        for (int G = 4; G <= 8; G += 4) {
+            td_case c = td_base();
+            c.H = 2 * G; c.Hk = 2; c.D = 128; c.num_seqs = 3; c.lens = lens; c.kv_dt = kvs[k];
+            c.f32_out = 1; c.alibi = G == 8;
+            if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+            td_data d;
+            td_make(&c, 2800 + (uint64_t)(k * 8 + G), &d);
+            size_t n = (size_t)c.num_seqs * c.H * c.D;
+            float *out = (float *)tu_alloc(n * 4);
+            double worst[2] = {0, 0}, mean[2] = {0, 0};
+            for (int t = 0; t < 2; t++) {
+                attn_exec e = tu_exec(t ? vec : ATTN_ISA_AMX, 2);
+                REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V2, out, NULL) == ATTN_OK);
+                for (size_t i = 0; i < n; i++) {
+                    double err = fabs(out[i] - d.ref_out[i]);
+                    worst[t] = err > worst[t] ? err : worst[t];
+                    mean[t] += err / (double)n;
+                }
+            }
+            if (getenv("ATTN_TEST_SHOW_ERRORS"))
+                printf("  kv=%s G=%d: tiles max %.3g mean %.3g, %s max %.3g mean %.3g\n",
+                       attn_dtype_name(c.kv_dt), G, worst[0], mean[0], attn_isa_name(vec),
+                       worst[1], mean[1]);
+            CHECK_MSG(worst[0] <= 1.5 * worst[1] && mean[0] <= 1.25 * mean[1],
+                      "kv=%s G=%d: tiles max %.3g mean %.3g against %.3g %.3g",
+                      attn_dtype_name(c.kv_dt), G, worst[0], mean[0], worst[1], mean[1]);
+            free(out);
+            td_free(&d);
+        }
+#endif
+}
+
 /* The query tiles (attn__decode_tile_queries, in the pass the emulated tiles run in): the three
    bf16 terms of each f32 query element sum to it exactly, over magnitudes 2^-100 to 2^100,
    largest term first, each at most half an ulp of bf16 of the one before; a bf16 query is one
@@ -728,6 +771,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
     ATTN_TEST_ENTRY(decode_logits_on_tiles),                                                       \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_are_taken),                                             \
+    ATTN_TEST_ENTRY(decode_logits_on_tiles_as_accurate_as_the_vector_kernels),                     \
     ATTN_TEST_ENTRY(decode_tile_queries_sum_to_the_query),                                         \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
     ATTN_TEST_ENTRY(decode_e4m3_nan_codes_take_the_exact_decode),                                  \
