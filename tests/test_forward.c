@@ -460,8 +460,62 @@ TEST(forward_bf16_value_cache) {
     free(ws); free(fwd); free(want); free(cmem); free(junk); free(d);
 }
 
+/* attn_forward's decodes run as attn_paged_decode does on every ISA, ATTN_ISA_AMX with the
+   logits on tiles included (G = 4 over a bf16 cache): the same bits, from a workspace of the size
+   the forward's query gives for that ISA (the query tiles' scratch counted in). */
+TEST(forward_decodes_equal_paged_decode_on_every_isa) {
+    enum { H = 8, HK = 2, D = 32, BS = 16, NB = 16, SEQS = 3, MAXB = 8 };
+    attn_params p; memset(&p, 0, sizeof p);
+    p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;
+    int32_t lens[SEQS] = {40, 17, 100}, tables[SEQS * MAXB];
+    int64_t slots[SEQS];
+    float q[SEQS * H * D], k[SEQS * HK * D], v[SEQS * HK * D];
+    float fwd[SEQS * H * D], want[SEQS * H * D];
+    uint64_t rng = 3300;
+    size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, ATTN_BF16);
+    void *cmem = tu_alloc(cbytes);
+    attn_kv_cache cache;
+    REQUIRE(attn_kv_cache_init(&cache, NB, BS, HK, D, ATTN_BF16, 1, 1, cmem, cbytes) == ATTN_OK);
+    float *junk = (float *)tu_alloc(cbytes * 2);
+    tu_fill(&rng, ATTN_BF16, cache.key, junk, (size_t)NB * BS * HK * D, -1, 1);
+    tu_fill(&rng, ATTN_BF16, cache.value, junk, (size_t)NB * BS * HK * D, -1, 1);
+    for (int i = 0; i < SEQS * H * D; i++) q[i] = attn_test_rand_uniform(&rng, -1, 1);
+    for (int i = 0; i < SEQS * HK * D; i++) {
+        k[i] = attn_test_rand_uniform(&rng, -1, 1);
+        v[i] = attn_test_rand_uniform(&rng, -1, 1);
+    }
+    for (int i = 0; i < SEQS * MAXB; i++) tables[i] = (i * 5 + 1) % NB;  /* shuffled, shared */
+    for (int s = 0; s < SEQS; s++)
+        slots[s] = (int64_t)tables[s * MAXB + (lens[s] - 1) / BS] * BS + (lens[s] - 1) % BS;
+    attn_metadata md; memset(&md, 0, sizeof md);
+    md.num_decode_tokens = SEQS; md.slot_mapping = slots; md.seq_lens = lens;
+    md.block_tables = tables; md.max_blocks_per_seq = MAXB;
+    attn_layer L;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    attn_isa isas[5];
+    int n_isa = tu_isas_tiles(isas);
+    for (int i = 0; i < n_isa; i++) {
+        attn_exec e = tu_exec(isas[i], 2);
+        attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, rv = {v, ATTN_F32, 0};
+        attn_rows ro = {fwd, ATTN_F32, 0}, rw = {want, ATTN_F32, 0};
+        size_t bytes = attn_forward_workspace_size(&L, &md, &e);
+        void *ws = tu_alloc(bytes);
+        CHECK_STATUS(attn_forward(&L, &e, rq, rk, rv, &cache, &md, ro, ws, bytes), ATTN_OK);
+        free(ws);
+        bytes = attn_paged_decode_workspace_size(&p, &e, &cache, lens, SEQS, ATTN_PAGED_V1);
+        ws = tu_alloc(bytes);
+        CHECK_STATUS(attn_paged_decode(&p, &e, rq, rw, &cache, tables, MAXB, lens, SEQS,
+                                       ATTN_PAGED_V1, NULL, ws, bytes), ATTN_OK);
+        free(ws);
+        CHECK_MSG(!memcmp(fwd, want, sizeof fwd), "isa %s: forward and paged decode differ",
+                  attn_isa_name(isas[i]));
+    }
+    free(cmem); free(junk);
+}
+
 #define TEST_FORWARD_LIST                                                                         \
     ATTN_TEST_ENTRY(forward_continuous_batching_simulation),                                      \
     ATTN_TEST_ENTRY(forward_encoder_decoder_and_encoder_only),                                    \
     ATTN_TEST_ENTRY(forward_rejects_bad_metadata_and_writes_nothing),                             \
-    ATTN_TEST_ENTRY(forward_bf16_value_cache)
+    ATTN_TEST_ENTRY(forward_bf16_value_cache),                                                    \
+    ATTN_TEST_ENTRY(forward_decodes_equal_paged_decode_on_every_isa)
