@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds attn.h the ways users will: as C++, as strict C99, a declarations-only unit linked with
 # the implementation unit, ATTN_STATIC in two units of one program, the decode tests under
-# ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX); and checks attn.h's
+# ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
+# tile kernels (ATTN_DECODE_TILES); and checks attn.h's
 # map of itself (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
@@ -16,6 +17,7 @@ printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint decl_user(void);\nin
 printf '#define ATTN_STATIC\n#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint unit_a(void) { return attn_best_isa() != ATTN_ISA_AUTO; }\n' > "$B/static_a.c"
 printf '#define ATTN_STATIC\n#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint unit_a(void);\nint main(void) { return unit_a() && attn_version() == ATTN_VERSION_NUMBER ? 0 : 1; }\n' > "$B/static_b.c"
 check cxx_header_and_implementation sh -c "$CXX -Wall -Wextra -Werror -O2 -I. $B/impl.cc -o $B/impl_cc -lm && $B/impl_cc"
+check cxx_with_decode_tiles sh -c "$CXX -Wall -Wextra -Werror -O2 -DATTN_DECODE_TILES -I. $B/impl.cc -o $B/impl_cc_dt -lm && $B/impl_cc_dt"
 check cxx_with_openmp sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -I. $B/impl.cc -o $B/impl_cc_omp -lm && $B/impl_cc_omp"
 check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/decl.c -o $B/decl.o && $CC $W -O2 -I. -c $B/impl.c -o $B/impl.o && $CC $B/decl.o $B/impl.o -o $B/decl_impl -lm && $B/decl_impl"
 check c99_pedantic_unoptimised_O0 sh -c "$CC $W -O0 -I. $B/impl.c $B/decl.c -o $B/impl_O0 -lm && $B/impl_O0"
@@ -24,7 +26,7 @@ check header_map_matches_code sh tests/house.sh attn.h
 check decode_tests_without_fp8_kernels sh -c "$CC $W -O2 -DATTN_NO_FP8_KERNELS -I. tests/test_main.c \
     -o $B/test_no_fp8 -lm && $B/test_no_fp8 decode fp8 paged forward build_info"
 check tests_without_amx sh -c "$CC $W -O2 -DATTN_NO_AMX -I. tests/test_main.c \
-    -o $B/test_no_amx -lm && $B/test_no_amx isa_ sdpa_bf16 build_info"
+    -o $B/test_no_amx -lm && $B/test_no_amx isa_ sdpa_bf16 build_info logits_on_tiles tile_queries"
 if command -v clang >/dev/null 2>&1; then
     check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
     check clang_c99_pedantic_unoptimised_O0 sh -c "clang $W -O0 -I. $B/impl.c $B/decl.c -o $B/clang_c_O0 -lm && $B/clang_c_O0"
