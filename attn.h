@@ -1798,6 +1798,12 @@ typedef struct attn__decode_plan {
     char *scratch; size_t scratch_bytes;
 } attn__decode_plan;
 
+/* What decode's tile rows of dt hold (attn__decode_tile_rows): value / fold, a power of two
+   that the scale takes back (e4m3 through f16 comes as value / 256). */
+ATTN__PRIVATE float attn__decode_tile_fold(attn_dtype dt) {
+    return dt == ATTN_FP8_E4M3 ? 256.0f : 1.0f;
+}
+
 /* Per thread, for each of up to `span` KV heads of a work item: */
 typedef struct attn__decode_scratch {
     float *q;       /* [span][G4][Dv] pre-scaled queries (padded heads are 0) */
@@ -2236,9 +2242,9 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
        attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
        attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_tile_dots attn__decode_tile_keys attn__decode_tile_logits
-       attn__decode_tile_queries attn__decode_tile_rows attn__decode_unpack_order
-       attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
+       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_keys
+       attn__decode_tile_logits attn__decode_tile_queries attn__decode_tile_rows
+       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
        attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
        attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
        attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
@@ -4720,6 +4726,24 @@ ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 #endif
+#if ATTN__HAS_TILES
+/* n fp8 codes (n a multiple of 32) as bf16 for decode's tiles, 32 at a time: their f16 (e4m3:
+   value / 256, the NaN fix; e5m2: the value) widened to f32 and rounded to bf16 by one
+   instruction, exact (they have at most four significant bits). Every CPU with tiles has
+   AVX-512 BF16. */
+#define ATTN__HAS_TILE_FP8_BF16 1
+#define ATTN__TILE_FP8_BF16(dst, src, dt, n) attn__tile_fp8_bf16__avx512((dst), (src), (dt), (n))
+ATTN__TILE_TARGET ATTN__PRIVATE void attn__tile_fp8_bf16__avx512(uint16_t *dst, const void *src,
+                                                                 attn_dtype dt, int n) {
+    for (int i = 0; i < n; i += 32) {
+        __m512i w = attn__load32_u8__avx512((const uint8_t *)src + i);
+        __m512 a, b;
+        attn__f16_pair__avx512(dt == ATTN_FP8_E4M3 ? attn__e4m3_f16__avx512(w)
+                                                   : _mm512_slli_epi16(w, 8), &a, &b);
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)_mm512_cvtne2ps_pbh(b, a));
+    }
+}
+#endif
 /* The transpose-reduce of 16 keys' vectors of partial sums is a tree of 15 adds (256-bit
    halves, 128-bit quarters, pairs, lanes). Its first round takes two keys' vectors to one, their
    pair sums: the halves of x added in the low half, those of y in the high. */
@@ -4936,6 +4960,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__HAS_DECODE_TILES 1  /* decode's logits on the tiles (ATTN_DECODE_TILES) */
 #else
 #define ATTN__HAS_DECODE_TILES 0
+#endif
+#ifndef ATTN__HAS_TILE_FP8_BF16  /* fp8 rows to bf16 in one pass (decode's tiles, AVX-512) */
+#define ATTN__HAS_TILE_FP8_BF16 0
+#define ATTN__TILE_FP8_BF16(dst, src, dt, n) ((void)0)
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -6939,9 +6967,21 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_queries)(const attn__decode_plan *
     }
 }
 
+/* An fp8 row of D codes as the bf16 of value / fold (exact): in one pass where the ISA layer
+   has it, else through f32 in tmp. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_fp8)(uint16_t *dst, const void *src, attn_dtype dt,
+                                                   int D, float *tmp) {
+    if (ATTN__HAS_TILE_FP8_BF16) {
+        ATTN__TILE_FP8_BF16(dst, src, dt, D);
+        return;
+    }
+    ATTN__FN(attn__to_f32)(tmp, src, dt, D, 1.0f / attn__decode_tile_fold(dt));
+    ATTN__FN(attn__from_f32)(dst, ATTN_BF16, tmp, D);
+}
+
 /* The chunk's n key rows as bf16 for the A tiles, *row_bytes apart: a whole chunk of a bf16
-   cache in place, otherwise copies in sc->kt (fp8 rows converted exactly), the rows past n 0:
-   a tile reads 16 rows. */
+   cache in place, otherwise copies in sc->kt (fp8 rows as value / fold, exact), the rows past
+   n 0: a tile reads 16 rows. */
 ATTN__PRIVATE const uint16_t *ATTN__FN(attn__decode_tile_rows)(const attn__decode_plan *P,
                                                               const char *rows, int n,
                                                               const attn__decode_scratch *sc,
@@ -6954,10 +6994,7 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__decode_tile_rows)(const attn__decod
         const char *from = rows + (size_t)t * D * attn_dtype_size(P->kv_dtype);
         if (t >= n) memset(to, 0, *row_bytes);
         else if (P->kv_dtype == ATTN_BF16) memcpy(to, from, *row_bytes);
-        else {
-            ATTN__FN(attn__to_f32)(sc->tile, from, P->kv_dtype, D, 1.0f);
-            ATTN__FN(attn__from_f32)(to, ATTN_BF16, sc->tile, D);
-        }
+        else ATTN__FN(attn__decode_tile_fp8)(to, from, P->kv_dtype, D, sc->tile);
     }
     return sc->kt;
 }
@@ -7026,7 +7063,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
     size_t row_bytes;
     const uint16_t *k = ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes);
     int T = P->tile_terms, per_tile = 16 / T, S = P->D / 32;
-    float mul = T == 1 ? P->q_mul * P->k_scale : 1.0f;
+    float mul = T == 1 ? P->q_mul * P->k_scale * attn__decode_tile_fold(P->kv_dtype) : 1.0f;
     for (int c0 = 0; c0 < P->tile_cols; c0 += 4) {
         int nc = ATTN__MIN(4, P->tile_cols - c0);
         ATTN__FN(attn__decode_tile_dots)(k, row_bytes, qt + (size_t)c0 * S * 256, S, nc, n, cb,
@@ -7206,9 +7243,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
 #if ATTN__HAS_DECODE_TILES
-    if (P->tile_keys) {  /* the tile rows hold the keys' values: the scale without a fold */
+    if (P->tile_keys) {  /* the tile rows' own fold (attn__decode_tile_rows) */
+        float tile_mul = P->q_mul * P->k_scale * attn__decode_tile_fold(P->kv_dtype);
         for (g = g0; g < g1; g++)
-            ATTN__FN(attn__decode_tile_queries)(P, seq, g, P->q_mul * P->k_scale,
+            ATTN__FN(attn__decode_tile_queries)(P, seq, g, tile_mul,
                                                 sc.qt + (size_t)(g - g0) * P->tile_words);
         ATTN__FN(attn__tiles_begin)();
         ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
@@ -7328,6 +7366,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__HAS_E4M3_LUT
 #undef ATTN__HAS_E4M3_FINITE
 #undef ATTN__HAS_DECODE_TILES
+#undef ATTN__HAS_TILE_FP8_BF16
+#undef ATTN__TILE_FP8_BF16
 #undef ATTN__E4M3_HAS_NAN
 #undef ATTN__VLOAD_E4M3_FINITE
 #undef ATTN__VLOAD2_E4M3_FINITE

@@ -464,6 +464,48 @@ TEST(decode_logits_on_tiles_as_accurate_as_the_vector_kernels) {
 #endif
 }
 
+/* fp8 key rows as the tiles read them (attn__decode_tile_fp8): every code of both formats as
+   the bf16 of value / fold (e4m3: 256), NaN codes as NaN - through f32 in the emulated tiles'
+   pass, and in one pass (f16, then vcvtne2ps2bf16) in the AVX-512 pass of real tiles, run here
+   wherever the CPU has AVX-512 BF16 (no tiles needed). */
+TEST(decode_tile_fp8_rows_are_exact) {
+#ifdef ATTN__HAVE_DECODE_TILES
+    uint8_t codes[256];
+    uint16_t got[256];
+    float tmp[256];
+    for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+    int fast = strstr(attn_cpu_features(), "avx512bf16=yes") != NULL;
+    for (int f = 0; f < 2; f++)
+        for (int pass = 0; pass < 2; pass++) {
+            attn_dtype dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
+            int bad = 0;
+            if (pass == 0) {
+#ifdef ATTN__HAVE_TILE_EMULATION
+                attn__decode_tile_fp8__avx2(got, codes, dt, 256, tmp);
+#else
+                continue;
+#endif
+            } else {
+#ifdef ATTN__HAVE_AMX
+                if (!fast) continue;
+                attn__decode_tile_fp8__avx512(got, codes, dt, 256, tmp);
+#else
+                continue;
+#endif
+            }
+            for (int i = 0; i < 256; i++) {
+                float x = (f ? attn_fp8_e5m2_to_f32(codes[i]) : attn_fp8_e4m3_to_f32(codes[i])) /
+                          attn__decode_tile_fold(dt);
+                float y = attn_bf16_to_f32(got[i]);
+                bad += isnan(x) ? !isnan(y) : got[i] != attn_f32_to_bf16(x) || y != x;
+            }
+            CHECK_MSG(bad == 0, "%s, %s pass: %d codes wrong", attn_dtype_name(dt),
+                      pass ? "avx512" : "avx2", bad);
+        }
+    (void)tmp; (void)fast;
+#endif
+}
+
 /* The query tiles (attn__decode_tile_queries, in the pass the emulated tiles run in): the three
    bf16 terms of each f32 query element sum to it exactly, over magnitudes 2^-100 to 2^100,
    largest term first, each at most half an ulp of bf16 of the one before; a bf16 query is one
@@ -773,6 +815,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_logits_on_tiles_are_taken),                                             \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_as_accurate_as_the_vector_kernels),                     \
     ATTN_TEST_ENTRY(decode_tile_queries_sum_to_the_query),                                         \
+    ATTN_TEST_ENTRY(decode_tile_fp8_rows_are_exact),                                               \
     ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
     ATTN_TEST_ENTRY(decode_e4m3_nan_codes_take_the_exact_decode),                                  \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \
