@@ -107,7 +107,10 @@
        ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
        its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
        for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
-       keys and values.
+       keys and values. With ATTN_DECODE_TILES, a decode call on ATTN_ISA_AMX that may run its
+       logits on tiles (D a multiple of 32, G >= 4; the size query sees no cache dtype) also
+       holds per thread its query tiles, D / 32 KB for each five query heads of each KV head of
+       a work item (at most eight), and a chunk's key rows as bf16.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -3406,9 +3409,6 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
     return max_len <= 8192 && (parts <= 1 || heads > 512) ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
 }
 
-/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
-   thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
-   to base. */
 /* Whether a decode call's logits may run on tiles (ATTN_DECODE_TILES): its ISA is ATTN_ISA_AMX
    with the decode tile kernels, D a multiple of 32 and four or more query heads a KV head (the
    cache's dtype decides later, attn__decode_plan_fill). What its workspace is laid out for. */
@@ -3427,6 +3427,9 @@ ATTN__PRIVATE size_t attn__decode_tile_words(const attn_params *p) {
     return (size_t)attn__decode_tile_cols(G, ATTN__DECODE_TILE_TERMS) * (p->head_size / 32) * 256;
 }
 
+/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
+   thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
+   to base. */
 ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__call *c,
                                             const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
