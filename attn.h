@@ -7181,7 +7181,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
     for (h = 0; h < heads; h++) {
         float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
-        if (h < G) {
+        if (h < G && !P->tile_keys) {  /* the logits on tiles read their own query tiles */
             const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
             if (pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
             else ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
