@@ -24,7 +24,7 @@
        ATTN_TILES_EMULATE        off            for tests: ATTN_ISA_AMX on any AVX2 CPU, the tile
                                                 operations emulated where the CPU has no tiles
        ATTN_DECODE_TILES         off            paged decode's logits on the AMX tiles too (see
-                                                AMX): not yet measured on an AMX CPU
+                                                AMX)
        ATTN_NO_FP8_KERNELS       off            fp8 KV caches are decoded through f32 copies of
                                                 their rows, not by kernels of their own: slower
                                                 fp8 decode, the same results, a faster build
@@ -143,9 +143,8 @@
        four or more query heads a KV head: 16 keys by the query heads a tdpbf16ps, an f32 or
        f16 query as three bf16 terms whose sum is the query exactly, a bf16 query as it is, so
        the products are the vector kernels' and only the order of their sums differs; P.V
-       stays on AVX-512. Off by default until it is measured on an AMX CPU (docs/PERF.md,
-       decode-tiles); the suite defines it and tests it on emulated tiles;
-       attn_build_info says decode_tiles=yes.
+       stays on AVX-512. Off by default (docs/PERF.md, decode-tiles, says why); the suite
+       defines it and tests it on emulated tiles; attn_build_info says decode_tiles=yes.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -183,7 +182,7 @@
 
    REVISION HISTORY
        0.4.7  (2026-11-27)  ATTN_DECODE_TILES: paged decode's logits on the AMX tiles (off by
-                            default until measured on an AMX CPU); attn_build_info reports it
+                            default); attn_build_info reports it
        0.4.6  (2026-11-27)  paged decode: one or two query heads a KV head run rows of the
                             registers' width or half of it (MHA at D = 128 with AVX-512) free
                             of width checks; the prefetch cursor crosses the per-chunk call
@@ -1795,6 +1794,7 @@ typedef struct attn__decode_plan {
     int tile_keys;               /* the logits run on tiles (attn__decode_tile_keys) */
     int tile_terms, tile_cols;   /* bf16 terms of a query (attn__decode_tile_queries), and the
                                     column tiles of a KV head's query heads */
+    float tile_scale;            /* q_mul x k_scale x the rows' fold (attn__decode_tile_fold) */
     size_t tile_words;           /* a KV head's query tiles in the scratch, 32-bit words */
     const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
@@ -3564,6 +3564,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
     P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
+    P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
     return ATTN_OK;
 }
@@ -7066,7 +7067,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
     size_t row_bytes;
     const uint16_t *k = ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes);
     int T = P->tile_terms, per_tile = 16 / T, S = P->D / 32;
-    float mul = T == 1 ? P->q_mul * P->k_scale * attn__decode_tile_fold(P->kv_dtype) : 1.0f;
+    float mul = T == 1 ? P->tile_scale : 1.0f;
     for (int c0 = 0; c0 < P->tile_cols; c0 += 4) {
         int nc = ATTN__MIN(4, P->tile_cols - c0);
         ATTN__FN(attn__decode_tile_dots)(k, row_bytes, qt + (size_t)c0 * S * 256, S, nc, n, cb,
@@ -7246,10 +7247,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
 #if ATTN__HAS_DECODE_TILES
-    if (P->tile_keys) {  /* the tile rows' own fold (attn__decode_tile_rows) */
-        float tile_mul = P->q_mul * P->k_scale * attn__decode_tile_fold(P->kv_dtype);
+    if (P->tile_keys) {
         for (g = g0; g < g1; g++)
-            ATTN__FN(attn__decode_tile_queries)(P, seq, g, tile_mul,
+            ATTN__FN(attn__decode_tile_queries)(P, seq, g, P->tile_scale,
                                                 sc.qt + (size_t)(g - g0) * P->tile_words);
         ATTN__FN(attn__tiles_begin)();
         ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);

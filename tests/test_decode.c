@@ -340,6 +340,22 @@ TEST(decode_bf16_pair_kernels) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Whether execs e1 and e2 give case c (from seed, v1, f32 outputs) different bits: 1, or 0;
+   -1 when a run fails. How the tests below tell that a kernel family was taken. */
+static int td_execs_differ(const td_case *c, uint64_t seed, const attn_exec *e1,
+                           const attn_exec *e2) {
+    td_data d;
+    td_make(c, seed, &d);
+    size_t n = (size_t)c->num_seqs * c->H * c->D;
+    float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
+    int differ = td_run(c, &d, e1, ATTN_PAGED_V1, a, NULL) != ATTN_OK ||
+                 td_run(c, &d, e2, ATTN_PAGED_V1, b, NULL) != ATTN_OK ? -1
+                 : memcmp(a, b, n * 4) != 0;
+    free(a); free(b);
+    td_free(&d);
+    return differ;
+}
+
 /* The pair kernels do run where the CPU has them: their outputs differ from the f32 kernels'
    in the last bits (the checks above hold either way, so without this a path that silently
    fell back would pass). */
@@ -349,18 +365,11 @@ TEST(decode_bf16_pair_kernels_are_taken) {
     int lens[2] = {700, 65};
     td_case c = td_base();
     c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1;
-    td_data d;
-    td_make(&c, 1600, &d);
-    size_t n = (size_t)2 * c.H * c.D;
-    float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
-    attn_exec e = tu_exec(ATTN_ISA_AVX512, 1);
-    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
-    e.f32_probs = 1;
-    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
-    CHECK_MSG(memcmp(a, b, n * 4) != 0,
-              "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
-    free(a); free(b);
-    td_free(&d);
+    attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
+    e32.f32_probs = 1;
+    int differ = td_execs_differ(&c, 1600, &e, &e32);
+    REQUIRE(differ >= 0);
+    CHECK_MSG(differ == 1, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
 }
 
 /* Decode's logits on tiles (ATTN_DECODE_TILES, which the suite defines; ATTN_ISA_AMX on real
@@ -406,18 +415,11 @@ TEST(decode_logits_on_tiles_are_taken) {
     td_case c = td_base();
     c.H = 16; c.Hk = 2; c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = ATTN_BF16;
     c.f32_out = 1;
-    td_data d;
-    td_make(&c, 2690, &d);
-    size_t n = (size_t)2 * c.H * c.D;
-    float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
-    attn_exec e = tu_exec(ATTN_ISA_AMX, 1);
-    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
-    e.isa = vec;
-    REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
-    CHECK_MSG(memcmp(a, b, n * 4) != 0, "ATTN_ISA_AMX and %s gave the same bits: decode's "
-              "logits not on tiles", attn_isa_name(vec));
-    free(a); free(b);
-    td_free(&d);
+    attn_exec e = tu_exec(ATTN_ISA_AMX, 1), ev = tu_exec(vec, 1);
+    int differ = td_execs_differ(&c, 2690, &e, &ev);
+    REQUIRE(differ >= 0);
+    CHECK_MSG(differ == 1, "ATTN_ISA_AMX and %s gave the same bits: decode's logits not on "
+              "tiles", attn_isa_name(vec));
 #endif
 }
 
