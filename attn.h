@@ -1,4 +1,4 @@
-/* attn.h - v0.4.7 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.8 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -181,6 +181,9 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.8  (2026-11-27)  paged decode, AVX-512: five or six query heads a KV head run as one
+                            group of that width over f16, bf16 and fp8 caches, not padded to
+                            eight (same results)
        0.4.7  (2026-11-27)  ATTN_DECODE_TILES: paged decode's logits on the AMX tiles (off by
                             default); attn_build_info reports it
        0.4.6  (2026-11-27)  paged decode: one or two query heads a KV head run rows of the
@@ -240,8 +243,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 7
-#define ATTN_VERSION_STRING "0.4.7"
+#define ATTN_VERSION_PATCH 8
+#define ATTN_VERSION_STRING "0.4.8"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -2234,10 +2237,11 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_chunk_format attn__decode_dot2_dots attn__decode_dot2_keys
-       attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
+       attn__decode_chunk_few_e4m3_lut attn__decode_chunk_format attn__decode_dot2_dots
+       attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_half_row
+       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_half_row
        attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
        attn__decode_load2 attn__decode_load_q
        attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
@@ -6078,12 +6082,6 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
     return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
 }
 
-/* The query heads the kernels run for each KV head: G itself for one or two, else G padded to a
-   multiple of four. The scratch keeps G4 rows a KV head either way. */
-ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
-    return ATTN__FN(attn__decode_small)(P) ? P->G : P->G4;
-}
-
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
    without kernels of its own (ATTN_NO_FP8_KERNELS). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
@@ -6126,6 +6124,23 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
     if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__FMT_E4M3_LUT;
 #endif
     return (attn__format)dt;  /* a dtype's own format has its value */
+}
+
+/* Whether the KV heads have five or six query heads each and the kernels take them as one wide
+   group of that width (attn__decode_chunk_few), not padded to eight: where wide groups run at
+   all (attn__decode_wide_heads), for the rows' format. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
+    if ((P->G != 5 && P->G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
+    /* rows not read in place come as f32 copies, which stay in fours */
+    return ATTN__FN(attn__decode_in_place)(P) && P->kv_dtype != ATTN_F32 &&
+           !ATTN__FN(attn__decode_pairs)(P);
+}
+
+/* The query heads the kernels run for each KV head: G itself for one or two and for five or six
+   (attn__decode_few), else G padded to a multiple of four. The scratch keeps G4 rows a KV head
+   either way. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
+    return ATTN__FN(attn__decode_small)(P) || ATTN__FN(attn__decode_few)(P) ? P->G : P->G4;
 }
 
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
@@ -6481,9 +6496,8 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                                              float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, regs = !ATTN__FN(attn__decode_fp8)(dt);  /* queries may be held */
-    if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
-        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__WIDE_GROUP, 0, nvec, k, dt, stride, n,
-                                          logits, ahead);
+    if (hp > ATTN__HEAD_GROUP) {  /* five, six or eight (a constant: clang unrolls by it) */
+        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits, ahead);
         return;
     }
     if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
@@ -6600,11 +6614,11 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
                                                            attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, h, d;
     const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2, seg = ATTN__DACC / ATTN__WIDE_GROUP;
-    if (hp > ATTN__HEAD_GROUP) {  /* the constant, so that clang can unroll by it */
+    if (hp > ATTN__HEAD_GROUP) {  /* five, six or eight (a constant: clang unrolls by it) */
         for (d = 0; d < Dk; d += seg * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(seg, (Dk - d) / ATTN__L), ATTN__WIDE_GROUP,
-                                           seg, Dv, o, ahead);
+                                           ATTN__MIN(seg, (Dk - d) / ATTN__L), hp, seg, Dv, o,
+                                           ahead);
     } else if (hp < ATTN__HEAD_GROUP && ATTN__FN(attn__decode_half_row)(hp, nvec) &&
                dt != ATTN__FMT_F32) {
         ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, 0, ATTN__DACC / hp / 2, hp,
@@ -6814,7 +6828,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
         ATTN__FN(attn__decode_pv)(sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, n, r.base, DT, \
                                   r.stride, Dk, Dv, HP, sc->o + (heads + (H)) * Dv, ahead);
 
-/* How many of the G4 heads go in groups of WIDE_GROUP (0: none), so that each K/V vector is
+/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; five or six heads a KV head go
+   as one group of that width instead, attn__decode_few), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
    P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
    dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time). The
@@ -6835,9 +6850,16 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc,
-    size_t heads, int t, attn__decode_ahead cursor, attn__format dt) {
+    size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
+    if (few) {  /* G = 5 or 6 (attn__decode_few; constants here: no other pass compiles these) */
+        if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && dt != ATTN__FMT_F32) {
+            if (P->G == 5) { ATTN__DECODE_KERNELS(dt, 5, 0) }
+            else { ATTN__DECODE_KERNELS(dt, 6, 0) }
+        }
+        return cursor;
+    }
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
     /* G = 1 or 2: two heads together only over f32 rows (dt first, a constant: no other
        dtype's function compiles that width); otherwise a head at a time, the chunk's rows read
@@ -6885,22 +6907,29 @@ ATTN__PRIVATE ATTN__INLINE attn__format ATTN__FN(attn__decode_chunk_format)(attn
    decode is as fast as gcc's (docs/PERF.md#decode-clang). The cursor crosses the call by pointer,
    copied in and out once: passed and returned by value, its 56 bytes went through the stack twice
    a chunk, a cost that one head's small chunks felt (docs/PERF.md#decode-chunk-call). */
-#define ATTN__DECODE_CHUNK_OF(NAME, DT)                                                            \
+#define ATTN__DECODE_CHUNK_OF(NAME, DT, FEW)                                                       \
     ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(NAME)(                                              \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
         const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *cursor) {         \
-        *cursor = ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT);   \
+        *cursor = ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT,    \
+                                                  FEW);                                            \
     }
-/* One per dtype, attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
-   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2), and
-   attn__decode_chunk_e4m3_lut for e4m3 through the byte tables; none for fp8 under
+/* Two per dtype: attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
+   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2) and, for five or
+   six heads a KV head, attn__decode_chunk_few_<t> - their own functions, so that adding those
+   widths leaves the code of the others as it was; and the two for e4m3 through the byte tables,
+   attn__decode_chunk_e4m3_lut and attn__decode_chunk_few_e4m3_lut; none for fp8 under
    ATTN_NO_FP8_KERNELS. */
 #define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
-    ATTN__KERNELS_##cls(ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t,                              \
-                                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U)), )
+    ATTN__KERNELS_##cls(                                                                           \
+        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t,                                              \
+                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 0)               \
+        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_few_##t,                                          \
+                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 1), )
 ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT, 0)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_few_e4m3_lut, ATTN__FMT_E4M3_LUT, 1)
 #endif
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
@@ -6910,15 +6939,19 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads, int t,
                                                 attn__decode_ahead *cursor) {
+    int few = ATTN__FN(attn__decode_few)(P);
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), ); break;
+        ATTN__KERNELS_##cls(if (few) ATTN__FN(attn__decode_chunk_few_##t)(ATTN__CHUNK_ARGS);      \
+                            else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
+        break;
     switch (ATTN__FN(attn__decode_format)(r.dt)) {
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
-            ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
+            if (few) ATTN__FN(attn__decode_chunk_few_e4m3_lut)(ATTN__CHUNK_ARGS);
+            else ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
 #endif
             break;
         case ATTN__FMT_E4M3_FINITE: break;  /* a chunk function's format, never a dtype's */

@@ -288,16 +288,18 @@ TEST(decode_one_and_two_heads_per_kv_head) {
 
 /* Eight query heads or more a KV head: f16, bf16 and fp8 rows are decoded once for eight heads
    (the wide kernels, where the ISA has the registers: AVX-512 and NEON), and G = 12 runs
-   eight wide and four narrow. f32 keeps groups of four, and head sizes that are not whole
-   vectors (40) go through the f32 tile: checked here all the same, with every ratio. */
+   eight wide and four narrow; five and six heads run as one wide group of that width. f32 keeps
+   groups of four, and head sizes that are not whole vectors (40) go through the f32 tile:
+   checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
-    const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}};  /* G = 8, 12, 16, 8 */
+    /* G = 8, 12, 16, 8, 5, 6 */
+    const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}, {10, 2}, {48, 8}};
     const attn_dtype kvs[] = {ATTN_F16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F32, ATTN_BF16};
     int lens[4] = {700, 33, 1, 0}, fails = 0;
     for (int k = 0; k < 5; k++)
         for (int i = 0; i < 8; i++)
-            for (int h = 0; h < 4; h++) {
+            for (int h = 0; h < 6; h++) {
                 td_case c = td_base();
                 if (k == 3 && i % 2) continue;  /* f32 stays in fours: a few sizes suffice */
                 if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
@@ -308,6 +310,73 @@ TEST(decode_wide_head_groups) {
                 if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
                 fails += td_check(&c, 2000 + (uint64_t)(k * 64 + i * 8 + h));
             }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* A head's output does not depend on how many query heads share its KV head: G = 5 and 6 run as
+   one group of their own width (AVX-512: five or six heads a K/V vector), other widths padded to
+   a multiple of four, 1 and 2 unpadded, and each head's sums are the same whatever its group.
+   G = 1..16 against the first G query heads of each KV head of a G = 16 run (same queries, same
+   cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
+TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
+    const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
+    const int Ds[] = {64, 128}, GB = 16;
+    int lens[3] = {600, 17, 1}, fails = 0;
+    attn_isa isas[4];
+    int n_isa = tu_isas(isas);
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 2; i++) {
+            td_case c = td_base();
+            td_data d;
+            c.H = GB * 2; c.Hk = 2; c.D = Ds[i]; c.num_seqs = 3; c.lens = lens;
+            c.kv_dt = kvs[k]; c.f32_out = 1;
+            if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+            td_make(&c, 7100 + (uint64_t)(k * 2 + i), &d);
+            size_t row = (size_t)c.D, n_big = (size_t)c.num_seqs * c.H * row;
+            float *big = (float *)tu_alloc(n_big * 4), *out = (float *)tu_alloc(n_big * 4);
+            float *q = (float *)tu_alloc(n_big * 4), *lse_big = (float *)tu_alloc(4 * 3 * 32);
+            float *lse = (float *)tu_alloc(4 * 3 * 32);
+            for (int a = 0; a < n_isa; a++) {
+                attn_exec e = tu_exec(isas[a], 1);
+                if (td_run(&c, &d, &e, ATTN_PAGED_V2, big, lse_big) != ATTN_OK) {
+                    fails++;
+                    continue;
+                }
+                for (int G = 1; G < GB; G++) {
+                    attn_params p = d.p;
+                    int H = G * c.Hk, bad = 0;
+                    p.num_heads = H;
+                    for (int s = 0; s < c.num_seqs; s++)  /* head j of KV head g: big's g*GB+j */
+                        for (int h = 0; h < H; h++)
+                            memcpy(q + ((size_t)s * H + h) * row,
+                                   (const float *)d.q +
+                                           ((size_t)s * c.H + h / G * GB + h % G) * row,
+                                   row * 4);
+                    attn_rows rq = {q, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
+                    size_t bytes = attn_paged_decode_workspace_size(&p, &e, &d.cache, d.lens,
+                                                                    c.num_seqs, ATTN_PAGED_V2);
+                    void *ws = tu_alloc(bytes);
+                    if (attn_paged_decode(&p, &e, rq, ro, &d.cache, d.tables, d.max_blocks, d.lens,
+                                          c.num_seqs, ATTN_PAGED_V2, lse, ws, bytes) != ATTN_OK)
+                        bad = 1;
+                    free(ws);
+                    for (int s = 0; s < c.num_seqs && !bad; s++)
+                        for (int h = 0; h < H; h++) {
+                            size_t at = (size_t)s * H + h;
+                            size_t from = (size_t)s * c.H + h / G * GB + h % G;
+                            bad += memcmp(out + at * row, big + from * row, row * 4) != 0 ||
+                                   memcmp(lse + at, lse_big + from, 4) != 0;
+                        }
+                    if (bad) {
+                        fails++;
+                        printf("  kv=%s D=%d isa=%s G=%d: %d heads differ from G=%d's\n",
+                               attn_dtype_name(c.kv_dt), c.D, attn_isa_name(isas[a]), G, bad, GB);
+                    }
+                }
+            }
+            free(big); free(out); free(q); free(lse_big); free(lse);
+            td_free(&d);
+        }
     CHECK_EQ_INT(fails, 0);
 }
 
@@ -811,6 +880,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype),                                         \
     ATTN_TEST_ENTRY(decode_one_and_two_heads_per_kv_head),                                         \
     ATTN_TEST_ENTRY(decode_wide_head_groups),                                                      \
+    ATTN_TEST_ENTRY(decode_head_outputs_do_not_depend_on_the_group_size),                          \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
     ATTN_TEST_ENTRY(decode_logits_on_tiles),                                                       \
