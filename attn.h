@@ -6943,7 +6943,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(if (few) ATTN__FN(attn__decode_chunk_few_##t)(ATTN__CHUNK_ARGS);      \
+        ATTN__KERNELS_##cls(if (few && ATTN__FMT_##U != ATTN__FMT_F32)  /* f32 copies: in fours */ \
+                                ATTN__FN(attn__decode_chunk_few_##t)(ATTN__CHUNK_ARGS);            \
                             else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
         break;
     switch (ATTN__FN(attn__decode_format)(r.dt)) {
