@@ -6127,8 +6127,8 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
 }
 
 /* Whether the KV heads have five or six query heads each and the kernels take them as one wide
-   group of that width (attn__decode_chunk_few), not padded to eight: where wide groups run at
-   all (attn__decode_wide_heads), for the rows' format. */
+   group of that width (attn__decode_chunk_few_<t>), not padded to eight: where wide groups run
+   at all (attn__decode_wide_heads) and the rows are read in place, not as f32 copies. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     if ((P->G != 5 && P->G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
     /* rows not read in place come as f32 copies, which stay in fours */
