@@ -6934,12 +6934,12 @@ ATTN__DECODE_CHUNK_OF(attn__decode_chunk_few_e4m3_lut, ATTN__FMT_E4M3_LUT, 1)
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk. */
+/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk; few is the
+   pass's attn__decode_few. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads, int t,
-                                                attn__decode_ahead *cursor) {
-    int few = ATTN__FN(attn__decode_few)(P);
+                                                attn__decode_ahead *cursor, int few) {
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
@@ -7127,7 +7127,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                                                int64_t hi, int g0, int g1,
                                                const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
-    int G4 = P->G4, Dv = P->Dv;
+    int G4 = P->G4, Dv = P->Dv, few = ATTN__FN(attn__decode_few)(P);
     int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
     attn__decode_piece_at cur, nxt;
     int64_t j = lo;
@@ -7166,7 +7166,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                     ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
                                                    sc->tile);
                 ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c,
-                                             &ahead);
+                                             &ahead, few);
             }
         }
         if (last) break;

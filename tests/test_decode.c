@@ -343,23 +343,17 @@ TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
                     continue;
                 }
                 for (int G = 1; G < GB; G++) {
-                    attn_params p = d.p;
+                    td_data dg = d;  /* the same cache; G heads a KV head, their queries q */
                     int H = G * c.Hk, bad = 0;
-                    p.num_heads = H;
+                    dg.p.num_heads = H;
+                    dg.q = q;
                     for (int s = 0; s < c.num_seqs; s++)  /* head j of KV head g: big's g*GB+j */
                         for (int h = 0; h < H; h++)
                             memcpy(q + ((size_t)s * H + h) * row,
                                    (const float *)d.q +
                                            ((size_t)s * c.H + h / G * GB + h % G) * row,
                                    row * 4);
-                    attn_rows rq = {q, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
-                    size_t bytes = attn_paged_decode_workspace_size(&p, &e, &d.cache, d.lens,
-                                                                    c.num_seqs, ATTN_PAGED_V2);
-                    void *ws = tu_alloc(bytes);
-                    if (attn_paged_decode(&p, &e, rq, ro, &d.cache, d.tables, d.max_blocks, d.lens,
-                                          c.num_seqs, ATTN_PAGED_V2, lse, ws, bytes) != ATTN_OK)
-                        bad = 1;
-                    free(ws);
+                    if (td_run(&c, &dg, &e, ATTN_PAGED_V2, out, lse) != ATTN_OK) bad = 1;
                     for (int s = 0; s < c.num_seqs && !bad; s++)
                         for (int h = 0; h < H; h++) {
                             size_t at = (size_t)s * H + h;
