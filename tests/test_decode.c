@@ -288,24 +288,26 @@ TEST(decode_one_and_two_heads_per_kv_head) {
 
 /* Eight query heads or more a KV head: f16, bf16 and fp8 rows are decoded once for eight heads
    (the wide kernels, where the ISA has the registers: AVX-512 and NEON), and G = 12 runs
-   eight wide and four narrow; five and six heads run as one wide group of that width. f32 keeps
+   eight wide and four narrow; three, five and six heads run as one group of that width. f32 keeps
    groups of four, and head sizes that are not whole vectors (40) go through the f32 tile:
    checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
-    /* G = 8, 12, 16, 8, 5, 6 */
-    const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}, {10, 2}, {48, 8}};
+    /* G = 8, 12, 16, 8, 5, 6, 3 */
+    const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}, {10, 2}, {48, 8}, {24, 8}};
     const attn_dtype kvs[] = {ATTN_F16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F32, ATTN_BF16};
     int lens[4] = {700, 33, 1, 0}, fails = 0;
     for (int k = 0; k < 5; k++)
         for (int i = 0; i < 8; i++)
-            for (int h = 0; h < 6; h++) {
+            for (int h = 0; h < 7; h++) {
                 td_case c = td_base();
                 if (k == 3 && i % 2) continue;  /* f32 stays in fours: a few sizes suffice */
-                if (Ds[i] == 256 && h != 1) continue;  /* keep the big heads quick */
+                /* keep the big heads quick: 256 for G = 12, and for G = 3 with f32 queries */
+                if (Ds[i] == 256 && h != 1 && h != 6) continue;
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h) % 3);
-                c.alibi = i % 2; c.window = h == 1 ? 100 : 0; c.cap = h == 2 ? 3.0f : 0.0f;
+                c.alibi = i % 2; c.window = h == 1 ? 100 : 0;
+                c.cap = h == 2 || h == 6 ? 3.0f : 0.0f;
                 c.sinks = i % 3 == 0;
                 if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
                 fails += td_check(&c, 2000 + (uint64_t)(k * 64 + i * 8 + h));
@@ -313,9 +315,10 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* A head's output does not depend on how many query heads share its KV head: G = 5 and 6 run as
-   one group of their own width (AVX-512: five or six heads a K/V vector), other widths padded to
-   a multiple of four, 1 and 2 unpadded, and each head's sums are the same whatever its group.
+/* A head's output does not depend on how many query heads share its KV head: G = 3, 5 and 6 run
+   as one group of their own width (AVX-512: three, five or six heads a K/V vector), other widths
+   padded to a multiple of four, 1 and 2 unpadded, and each head's sums are the same whatever
+   its group.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
    cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
 TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
