@@ -2240,8 +2240,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_chunk_few_e4m3_lut attn__decode_chunk_format
-       attn__decode_chunk_three_e4m3_lut attn__decode_dot2_dots
+       attn__decode_chunk_format attn__decode_chunk_g23_e4m3_lut
+       attn__decode_chunk_g56_e4m3_lut attn__decode_dot2_dots
        attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
        attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
@@ -6080,8 +6080,10 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 /* Whether the KV heads have one or two query heads each (MHA, G = 2): the kernels then run just
    those (attn__decode_heads), with no padding to four - except bf16 where the pair kernels run,
    in fours as ever. Over f32 rows two heads run together; over the others, which are converted,
-   one at a time, so that each dtype compiles the one-head kernels only: each kernel width costs
-   its compile time once per dtype and ISA (docs/PERF.md#decode-small-groups). */
+   two heads together in the passes with wide groups (attn__decode_few: each vector converted
+   once for both), else one at a time, so that those passes compile the one-head kernels only:
+   each kernel width costs its compile time once per dtype and ISA
+   (docs/PERF.md#decode-small-groups). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
     return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
 }
@@ -6130,20 +6132,22 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
     return (attn__format)dt;  /* a dtype's own format has its value */
 }
 
-/* Whether the KV heads have three, five or six query heads each and the kernels take them as one
-   group of that width, not padded to four or eight: G itself (the chunk functions of the width,
-   attn__decode_chunk_three_<t> and attn__decode_chunk_few_<t>), else 0. Where wide groups run at
+/* Whether the KV heads have two, three, five or six query heads each and the kernels take them
+   as one group of that width, each K/V vector decoded once for the group, not padded to four or
+   eight nor (two) run one head at a time: G itself (the chunk functions of those widths,
+   attn__decode_chunk_g23_<t> and attn__decode_chunk_g56_<t>), else 0. Where wide groups run at
    all (attn__decode_wide_heads) and the rows are read in place, not as f32 copies. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
-    if ((P->G != 3 && P->G != 5 && P->G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
+    int G = P->G;
+    if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
     /* rows not read in place come as f32 copies, which stay in fours */
     if (!ATTN__FN(attn__decode_in_place)(P) || P->kv_dtype == ATTN_F32) return 0;
     return ATTN__FN(attn__decode_pairs)(P) ? 0 : P->G;
 }
 
-/* The query heads the kernels run for each KV head: G itself for one or two and for three, five
-   or six (attn__decode_few), else G padded to a multiple of four. The scratch keeps G4 rows a KV
-   head either way. */
+/* The query heads the kernels run for each KV head: G itself for one or two (attn__decode_small)
+   and for two, three, five or six (attn__decode_few), else G padded to a multiple of four. The
+   scratch keeps G4 rows a KV head either way. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
     return ATTN__FN(attn__decode_small)(P) || ATTN__FN(attn__decode_few)(P) ? P->G : P->G4;
 }
@@ -6483,8 +6487,8 @@ ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_half_row)(int hp, int nvec)
 }
 
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_wide_heads), and so do three, five and six
-   (attn__decode_few). One or two (attn__decode_small)
+   decoded once for the eight: see attn__decode_wide_heads), and so do three, five and six, and
+   two over converted rows (attn__decode_few). One or two (attn__decode_small)
    keep their queries in registers where a row is as wide as the registers hold (DACC/hp
    vectors) or half that, the width a constant, so the loops carry no checks of it (MHA at
    D = 128 with AVX-512 is the half); other widths and fp8 rows read them from L1 rather than
@@ -6502,7 +6506,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                                              float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, regs = !ATTN__FN(attn__decode_fp8)(dt);  /* queries may be held */
-    if (hp == 3 || hp > ATTN__HEAD_GROUP) {  /* 3, 5, 6 or 8 (a constant: clang unrolls by it) */
+    if (hp == 3 || hp > ATTN__HEAD_GROUP || (hp == 2 && dt != ATTN__FMT_F32)) {  /* constants */
         ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits, ahead);
         return;
     }
@@ -6600,8 +6604,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 }
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads), and so do five and six; three, in segments of
-   DACC/4 (as fp8's four heads); one or two, in segments of DACC/hp, or a row of
+   DACC/8 vectors (see attn__decode_wide_heads), and so do five and six; three, and two over
+   converted rows, in segments of DACC/4 (as fp8's four heads); one or two, in segments of
+   DACC/hp, or a row of
    half that in one segment of a constant width, free of checks (as the logits,
    attn__decode_dots; f32 rows keep the segment loop, why in docs/PERF.md#decode-small-widths).
    For four, each value row is read whole and in order: reading parts of several rows in turn
@@ -6626,10 +6631,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), hp, seg, Dv, o,
                                            ahead);
-    } else if (hp == 3) {  /* an even width: bf16's pairs of vectors stay whole */
+    } else if (hp == 3 || (hp == 2 && dt != ATTN__FMT_F32)) {  /* q4 even: bf16 pairs stay whole */
         for (d = 0; d < Dk; d += q4 * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(q4, (Dk - d) / ATTN__L), 3, q4, Dv, o, ahead);
+                                           ATTN__MIN(q4, (Dk - d) / ATTN__L), hp, q4, Dv, o, ahead);
     } else if (hp < ATTN__HEAD_GROUP && ATTN__FN(attn__decode_half_row)(hp, nvec) &&
                dt != ATTN__FMT_F32) {
         ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, 0, ATTN__DACC / hp / 2, hp,
@@ -6839,8 +6844,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
         ATTN__FN(attn__decode_pv)(sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, n, r.base, DT, \
                                   r.stride, Dk, Dv, HP, sc->o + (heads + (H)) * Dv, ahead);
 
-/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; three, five or six heads a KV
-   head go as one group of that width instead, attn__decode_few), so that each K/V vector is
+/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
+   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
    P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
    dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time). The
@@ -6854,29 +6859,32 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
-   its own functions, attn__decode_chunk_of; few, a constant too, is 3 in those of three heads a
-   KV head, 5 in those of five or six, else 0). The prefetch cursor goes in and out by value (the
-   pair kernels copy theirs into a local), so its address never leaves the function and it lives
-   in registers: vector stores may alias anything, so by pointer each of its steps would be a load
-   and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
+   its own functions, attn__decode_chunk_of; few, a constant too, is 2 in those of two or three
+   heads a KV head, 5 in those of five or six, else 0). The prefetch cursor goes in and out by
+   value (the pair kernels copy theirs into a local), so its address never leaves the function
+   and it lives in registers: vector stores may alias anything, so by pointer each of its steps
+   would be a load and a store in the inner loops, a chain through memory
+   (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
     attn__decode_ahead *ahead = &cursor;
     int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
-    if (few) {  /* G = 3, 5 or 6 (attn__decode_few; compiled where the wide groups are) */
+    if (few) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide groups are) */
         if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && dt != ATTN__FMT_F32) {
-            if (few == 3) { ATTN__DECODE_KERNELS(dt, 3, 0) }
+            if (few == 2 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
+            else if (few == 2) { ATTN__DECODE_KERNELS(dt, 3, 0) }
             else if (P->G == 5) { ATTN__DECODE_KERNELS(dt, 5, 0) }
             else { ATTN__DECODE_KERNELS(dt, 6, 0) }
         }
         return cursor;
     }
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
-    /* G = 1 or 2: two heads together only over f32 rows (dt first, a constant: no other
-       dtype's function compiles that width); otherwise a head at a time, the chunk's rows read
-       again from L1 for the second */
+    /* G = 1 or 2: two heads together over f32 rows here (dt first, a constant: no other
+       dtype's function of this family compiles that width) and over the converted dtypes in
+       the g23 functions (attn__decode_few); otherwise (passes without wide groups) a head at a
+       time, the chunk's rows read again from L1 for the second */
     if (ATTN__FN(attn__decode_small)(P)) {
         if (dt == ATTN__FMT_F32 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
         else for (h = 0; h < P->G; h++) { ATTN__DECODE_KERNELS(dt, 1, h) }
@@ -6928,31 +6936,31 @@ ATTN__PRIVATE ATTN__INLINE attn__format ATTN__FN(attn__decode_chunk_format)(attn
                                                   FEW);                                            \
     }
 /* Three per dtype: attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
-   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2) and, for three
-   heads a KV head, attn__decode_chunk_three_<t>, for five or six attn__decode_chunk_few_<t> -
+   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2) and, for two or
+   three heads a KV head, attn__decode_chunk_g23_<t>, for five or six attn__decode_chunk_g56_<t> -
    their own functions, so that adding those widths leaves the code of the others as it was; and
    the three for e4m3 through the byte tables, attn__decode_chunk_e4m3_lut,
-   attn__decode_chunk_three_e4m3_lut and attn__decode_chunk_few_e4m3_lut; none for fp8 under
+   attn__decode_chunk_g23_e4m3_lut and attn__decode_chunk_g56_e4m3_lut; none for fp8 under
    ATTN_NO_FP8_KERNELS. */
 #define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
     ATTN__KERNELS_##cls(                                                                           \
         ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t,                                              \
                               ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 0)               \
-        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_three_##t,                                        \
-                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 3)               \
-        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_few_##t,                                          \
+        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g23_##t,                                          \
+                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 2)               \
+        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g56_##t,                                          \
                               ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 5), )
 ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
 #if ATTN__HAS_E4M3_LUT
 ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT, 0)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_three_e4m3_lut, ATTN__FMT_E4M3_LUT, 3)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_few_e4m3_lut, ATTN__FMT_E4M3_LUT, 5)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g23_e4m3_lut, ATTN__FMT_E4M3_LUT, 2)
+ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g56_e4m3_lut, ATTN__FMT_E4M3_LUT, 5)
 #endif
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
 /* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk; few is the
-   pass's attn__decode_few. */
+   pass's attn__decode_few (G = 2 or 3: the g23 functions; 5 or 6: g56). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads, int t,
@@ -6960,18 +6968,18 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(if (few == 3 && ATTN__FMT_##U != ATTN__FMT_F32)  /* f32: in fours */   \
-                                ATTN__FN(attn__decode_chunk_three_##t)(ATTN__CHUNK_ARGS);          \
+        ATTN__KERNELS_##cls(if (few && few < 4 && ATTN__FMT_##U != ATTN__FMT_F32) /* f32: never */ \
+                                ATTN__FN(attn__decode_chunk_g23_##t)(ATTN__CHUNK_ARGS);            \
                             else if (few && ATTN__FMT_##U != ATTN__FMT_F32)                        \
-                                ATTN__FN(attn__decode_chunk_few_##t)(ATTN__CHUNK_ARGS);            \
+                                ATTN__FN(attn__decode_chunk_g56_##t)(ATTN__CHUNK_ARGS);            \
                             else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
         break;
     switch (ATTN__FN(attn__decode_format)(r.dt)) {
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
-            if (few == 3) ATTN__FN(attn__decode_chunk_three_e4m3_lut)(ATTN__CHUNK_ARGS);
-            else if (few) ATTN__FN(attn__decode_chunk_few_e4m3_lut)(ATTN__CHUNK_ARGS);
+            if (few && few < 4) ATTN__FN(attn__decode_chunk_g23_e4m3_lut)(ATTN__CHUNK_ARGS);
+            else if (few) ATTN__FN(attn__decode_chunk_g56_e4m3_lut)(ATTN__CHUNK_ARGS);
             else ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
 #endif
             break;

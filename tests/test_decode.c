@@ -260,12 +260,13 @@ TEST(decode_every_kv_and_activation_dtype) {
 }
 
 /* One or two query heads a KV head (MHA; G = 2 as Gemma 2) run with no padded heads: over an
-   f32 cache two heads together, over the converted dtypes the one-head kernels once per head
-   (queries in registers where they fit, not for fp8); bf16 with the pair kernels keeps groups
-   of four. Every cache dtype, head sizes in whole vectors or not (40, 80, through the f32
-   copies), rows as wide as the registers hold or half that for each ISA (MHA: D = 256 and 128
-   with AVX-512, 64 with AVX2 and NEON, 8 and 4 scalar; G = 2: half those), the bias options,
-   and G = 3 beside them (padded to four). */
+   f32 cache two heads together, over the converted dtypes two heads together where the ISA has
+   wide groups (AVX-512, NEON), else the one-head kernels once per head (queries in registers
+   where they fit, not for fp8); bf16 with the pair kernels keeps groups of four. Every cache
+   dtype, head sizes in whole vectors or not (40, 80, through the f32 copies), rows as wide as
+   the registers hold or half that for each ISA (MHA: D = 256 and 128 with AVX-512, 64 with AVX2
+   and NEON, 8 and 4 scalar; G = 2: half those), the bias options, and G = 3 beside them (a group
+   of three with wide groups, else padded to four). */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 40, 80, 128, 256, 4, 64, 8};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
@@ -315,10 +316,10 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* A head's output does not depend on how many query heads share its KV head: G = 3, 5 and 6 run
-   as one group of their own width (AVX-512: three, five or six heads a K/V vector), other widths
-   padded to a multiple of four, 1 and 2 unpadded, and each head's sums are the same whatever
-   its group.
+/* A head's output does not depend on how many query heads share its KV head: G = 2, 3, 5 and 6
+   run as one group of their own width (AVX-512: two, three, five or six heads a K/V vector),
+   other widths padded to a multiple of four, 1 unpadded, and each head's sums are the same
+   whatever its group.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
    cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
 TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
