@@ -181,9 +181,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
-       0.4.9  (2026-11-27)  paged decode, AVX-512: three query heads a KV head (Llama 3.2 3B)
-                            run as one group of three over f16, bf16 and fp8 caches, not
-                            padded to four (same results)
+       0.4.9  (2026-11-27)  paged decode, AVX-512 and NEON: three query heads a KV head
+                            (Llama 3.2 3B) run as one group of three over f16, bf16 and fp8
+                            caches, not padded to four, and two (Gemma 2) as one group of two,
+                            not one head at a time (same results)
        0.4.8  (2026-11-27)  paged decode, AVX-512: five or six query heads a KV head run as one
                             group of that width over f16, bf16 and fp8 caches, not padded to
                             eight (same results)
