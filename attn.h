@@ -6082,9 +6082,9 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
    those (attn__decode_heads), with no padding to four - except bf16 where the pair kernels run,
    in fours as ever. Over f32 rows two heads run together; over the others, which are converted,
    two heads together in the passes with wide groups (attn__decode_few: each vector converted
-   once for both), else one at a time, so that those passes compile the one-head kernels only:
-   each kernel width costs its compile time once per dtype and ISA
-   (docs/PERF.md#decode-small-groups). */
+   once for both), else one at a time (AVX2 and scalar compile the one-head kernels only: each
+   kernel width costs its compile time once per dtype and ISA,
+   docs/PERF.md#decode-small-groups). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
     return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
 }
@@ -6143,7 +6143,7 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
     /* rows not read in place come as f32 copies, which stay in fours */
     if (!ATTN__FN(attn__decode_in_place)(P) || P->kv_dtype == ATTN_F32) return 0;
-    return ATTN__FN(attn__decode_pairs)(P) ? 0 : P->G;
+    return ATTN__FN(attn__decode_pairs)(P) ? 0 : G;
 }
 
 /* The query heads the kernels run for each KV head: G itself for one or two (attn__decode_small)
@@ -6606,10 +6606,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN
 
 /* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
    DACC/8 vectors (see attn__decode_wide_heads), and so do five and six; three, and two over
-   converted rows, in segments of DACC/4 (as fp8's four heads); one or two, in segments of
-   DACC/hp, or a row of
-   half that in one segment of a constant width, free of checks (as the logits,
-   attn__decode_dots; f32 rows keep the segment loop, why in docs/PERF.md#decode-small-widths).
+   converted rows, in segments of DACC/4 (as fp8's four heads); one or two otherwise, in
+   segments of DACC/hp, or a row of half that in one segment of a constant width, free of checks
+   (as the logits, attn__decode_dots; f32 rows keep the segment loop, why in
+   docs/PERF.md#decode-small-widths).
    For four, each value row is read whole and in order: reading parts of several rows in turn
    defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
    many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
