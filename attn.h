@@ -2245,7 +2245,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_chunk_g56_e4m3_lut attn__decode_dot2_dots
        attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_g23
        attn__decode_half_row
        attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
        attn__decode_load2 attn__decode_load_q
@@ -6487,6 +6487,14 @@ ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_half_row)(int hp, int nvec)
     return 2 * nvec == ATTN__DACC / hp;
 }
 
+/* Whether hp heads over rows of format dt run as a group of two or three (attn__decode_few's
+   g23 chunk functions; never over f32 rows): the queries read from L1, each K/V vector decoded
+   once for the group, P.V in segments of DACC/4 vectors (an even width: bf16's pairs of vectors
+   stay whole). */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_g23)(int hp, attn__format dt) {
+    return (hp == 2 || hp == 3) && dt != ATTN__FMT_F32;
+}
+
 /* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
    decoded once for the eight: see attn__decode_wide_heads), and so do three, five and six, and
    two over converted rows (attn__decode_few). One or two (attn__decode_small)
@@ -6507,7 +6515,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RE
                                                              float *ATTN_RESTRICT logits,
                                                              attn__decode_ahead *ahead) {
     int nvec = Dk / ATTN__L, regs = !ATTN__FN(attn__decode_fp8)(dt);  /* queries may be held */
-    if (hp == 3 || hp > ATTN__HEAD_GROUP || (hp == 2 && dt != ATTN__FMT_F32)) {  /* constants */
+    if (hp > ATTN__HEAD_GROUP || ATTN__FN(attn__decode_g23)(hp, dt)) {  /* hp: a constant */
         ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits, ahead);
         return;
     }
@@ -6632,7 +6640,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(seg, (Dk - d) / ATTN__L), hp, seg, Dv, o,
                                            ahead);
-    } else if (hp == 3 || (hp == 2 && dt != ATTN__FMT_F32)) {  /* q4 even: bf16 pairs stay whole */
+    } else if (ATTN__FN(attn__decode_g23)(hp, dt)) {
         for (d = 0; d < Dk; d += q4 * ATTN__L)
             ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
                                            ATTN__MIN(q4, (Dk - d) / ATTN__L), hp, q4, Dv, o, ahead);
@@ -6966,10 +6974,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads, int t,
                                                 attn__decode_ahead *cursor, int few) {
+    const int g23 = few == 2 || few == 3;
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(if (few && few < 4 && ATTN__FMT_##U != ATTN__FMT_F32) /* f32: never */ \
+        ATTN__KERNELS_##cls(if (g23 && ATTN__FMT_##U != ATTN__FMT_F32)  /* f32 rows: never */      \
                                 ATTN__FN(attn__decode_chunk_g23_##t)(ATTN__CHUNK_ARGS);            \
                             else if (few && ATTN__FMT_##U != ATTN__FMT_F32)                        \
                                 ATTN__FN(attn__decode_chunk_g56_##t)(ATTN__CHUNK_ARGS);            \
@@ -6979,7 +6988,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
-            if (few && few < 4) ATTN__FN(attn__decode_chunk_g23_e4m3_lut)(ATTN__CHUNK_ARGS);
+            if (g23) ATTN__FN(attn__decode_chunk_g23_e4m3_lut)(ATTN__CHUNK_ARGS);
             else if (few) ATTN__FN(attn__decode_chunk_g56_e4m3_lut)(ATTN__CHUNK_ARGS);
             else ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
 #endif
