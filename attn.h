@@ -1490,6 +1490,27 @@ static const uint8_t attn__e4m3_bf16_bytes[2][128] = {
      0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0,
      0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xc0}
 };
+/* Every e5m2 value as bf16 bytes, laid out as attn__e4m3_bf16_bytes (exact: 2 mantissa bits;
+   subnormals, infinities and NaN included), for the pair kernels' decode of fp8 caches.
+   Generated from attn_fp8_e5m2_to_f32; the tests decode every code both ways. */
+static const uint8_t attn__e5m2_bf16_bytes[2][128] = {
+    {0x00, 0x36, 0x3a, 0x3b, 0x3c, 0x3d, 0x3e, 0x3f, 0x31, 0x30, 0x33, 0x32, 0x35, 0x34, 0x37, 0x36,
+     0x2a, 0x2b, 0x28, 0x29, 0x2e, 0x2f, 0x2c, 0x2d, 0x23, 0x22, 0x21, 0x20, 0x27, 0x26, 0x25, 0x24,
+     0x1c, 0x1d, 0x1e, 0x1f, 0x18, 0x19, 0x1a, 0x1b, 0x15, 0x14, 0x17, 0x16, 0x11, 0x10, 0x13, 0x12,
+     0x0e, 0x0f, 0x0c, 0x0d, 0x0a, 0x0b, 0x08, 0x09, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00,
+     0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x09, 0x08, 0x0b, 0x0a, 0x0d, 0x0c, 0x0f, 0x0e,
+     0x12, 0x13, 0x10, 0x11, 0x16, 0x17, 0x14, 0x15, 0x1b, 0x1a, 0x19, 0x18, 0x1f, 0x1e, 0x1d, 0x1c,
+     0x24, 0x25, 0x26, 0x27, 0x20, 0x21, 0x22, 0x23, 0x2d, 0x2c, 0x2f, 0x2e, 0x29, 0x28, 0x2b, 0x2a,
+     0x36, 0x37, 0x34, 0x35, 0x32, 0x33, 0x30, 0x31, 0x3f, 0x3e, 0x3d, 0x3c, 0x03, 0x02, 0x01, 0x00},
+    {0x00, 0x80, 0x00, 0x40, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
+     0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xe0, 0xc0, 0xe0}
+};
 #endif
 
 /* The f32 row of ATTN__DTYPE_LIST: its decode and encode. */
@@ -1797,7 +1818,8 @@ typedef struct attn__decode_plan {
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
     int span, spans;             /* KV heads per work item, and items per (sequence, partition) */
-    int bf16_pairs;              /* bf16 q and cache, D % 32 == 0: eligible for the pair kernels */
+    int bf16_pairs;              /* bf16 q, a bf16 cache (or fp8 with G >= 3), D % 32 == 0:
+                                    eligible for the pair kernels (attn__decode_pairs) */
     int tile_keys;               /* the logits run on tiles (attn__decode_tile_keys) */
     int tile_terms, tile_cols;   /* bf16 terms of a query (attn__decode_tile_queries), and the
                                     column tiles of a KV head's query heads */
@@ -3567,7 +3589,11 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
-    P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && cache->dtype == ATTN_BF16 && D % 32 == 0;
+    /* the pair kernels: bf16 queries over a bf16 cache, or over an fp8 one (exact in bf16) with
+       three or more query heads a KV head - they run heads in fours, and padded one or two
+       heads would cost more than the f32 kernels of their own width */
+    P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
+                    (cache->dtype == ATTN_BF16 || (attn__is_fp8(cache->dtype) && P->G >= 3));
     /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
        are, the others split in three */
     P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
@@ -4634,6 +4660,14 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
    hi the second (see attn__decode_unpack_order) */
 #define ATTN__VUNPACK_PAIRS(a, b, lo, hi)                                                         \
     ((lo) = _mm512_unpacklo_epi16((a), (b)), (hi) = _mm512_unpackhi_epi16((a), (b)))
+#ifdef ATTN__HAVE_E4M3_LUT
+/* fp8 rows as the pair kernels' bf16 (attn__fp8_bf16_row__avx512; AVX-512 VBMI: callers check
+   ATTN__E4M3_LUT_READY): a key row's 2L codes at p in order; the pairs (a[j], b[j]) of the
+   first L codes of two value rows. dt is the format, e5m2 or e4m3 through the tables. */
+#define ATTN__HAS_FP8_PAIRS 1
+#define ATTN__VLOADI_FP8(p, dt) attn__fp8_bf16_row__avx512((p), (dt) == ATTN__FMT_E5M2)
+#define ATTN__VPAIRI_FP8(a, b, dt) attn__fp8_bf16_pairs__avx512((a), (b), (dt) == ATTN__FMT_E5M2)
+#endif
 
 /* Word indices for a word permute that interleaves: word 2k takes word k, word 2k+1 takes
    word second + k (of the pair of sources, for the two-source permute). */
@@ -4694,22 +4728,17 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
     *b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 #ifdef ATTN__HAVE_E4M3_LUT
-/* The 32 e4m3 codes in bytes 0-31 of x as 32 bf16 words, word 2j the value of code j and word
-   2j+1 that of code 16+j, through attn__e4m3_bf16_bytes: the codes spread to both bytes of
+/* The fp8 codes in bytes 0-31 of x as 32 bf16 words, word w the value of code spread[2w] (e4m3's
+   decode to f32: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
+   attn__e5m2_bf16_bytes): the codes spread to both bytes of
    their word (a byte permute), the high bytes looked up (the low ones zeroed), the low bytes
    looked up (the codes kept in the high ones), and a XOR that leaves the high byte's entry
    with the code's sign. Four instructions for the eight of the way through f16 (where the NaN
    codes need a compare and a blend). The permutes are AVX-512 VBMI: asm, so that the pass
    needs no VBMI target; callers check ATTN__E4M3_LUT_READY. (e5m2, whose f16 way is a shift,
    gains nothing from tables: docs/PERF.md#e4m3-tables.) */
-ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
-    const __m512i spread =
-            _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12,
-                                           27, 27, 11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8,
-                                           8,
-                                           23, 23, 7, 7, 22, 22, 6, 6, 21, 21, 5, 5, 20, 20, 4, 4,
-                                           19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1, 1, 16, 16, 0, 0);
-    const uint8_t(*t)[128] = attn__e4m3_bf16_bytes;
+ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_words__avx512(__m512i x, __m512i spread,
+                                                               const uint8_t (*t)[128]) {
     const __m512i h0 = _mm512_loadu_si512((const void *)t[0]),
                   h1 = _mm512_loadu_si512((const void *)(t[0] + 64));
     const __m512i l0 = _mm512_loadu_si512((const void *)t[1]),
@@ -4723,6 +4752,44 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
     __asm__("vpermi2b %[t1], %[t0], %[x]%{%[k]%}" : [x] "+v"(x) : [t0] "v"(l0), [t1] "v"(l1),
             [k] "Yk"(low));
     return _mm512_xor_si512(h, x);
+}
+/* Word 2j code j, word 2j+1 code 16 + j: the spread of the e4m3 decode to f32 and of the pair
+   kernels' values. */
+ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_spread_halves__avx512(void) {
+    return _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12, 27, 27,
+                           11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8, 23, 23, 7, 7, 22, 22,
+                           6, 6, 21, 21, 5, 5, 20, 20, 4, 4, 19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1,
+                           1, 16, 16, 0, 0);
+}
+ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
+    return attn__fp8_bf16_words__avx512(x, attn__fp8_spread_halves__avx512(),
+                                        attn__e4m3_bf16_bytes);
+}
+/* The bf16 pair kernels over an fp8 cache (bf16 queries; attn__decode_pairs): their rows as
+   bf16 words through the byte tables of the format (e5m2 or e4m3), each value exact. A key
+   row's 32 codes at p in order (word w: code w); the values of two keys, codes [0, 16) of
+   rows a and b (b NULL: zeros), as the 16 pairs (a[j], b[j]) in order - so neither needs the
+   bf16 rows' unpacking order. */
+ATTN__PRIVATE ATTN__INLINE const uint8_t (*attn__fp8_bf16_table__avx512(int e5m2))[128] {
+    return e5m2 ? attn__e5m2_bf16_bytes : attn__e4m3_bf16_bytes;
+}
+ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_row__avx512(const uint8_t *p, int e5m2) {
+    const __m512i spread =
+            _mm512_set_epi8(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24, 23, 23,
+                            22, 22, 21, 21, 20, 20, 19, 19, 18, 18, 17, 17, 16, 16, 15, 15, 14, 14,
+                            13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5, 4, 4, 3,
+                            3, 2, 2, 1, 1, 0, 0);
+    __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return attn__fp8_bf16_words__avx512(x, spread, attn__fp8_bf16_table__avx512(e5m2));
+}
+ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_pairs__avx512(const uint8_t *a, const uint8_t *b,
+                                                                int e5m2) {
+    __m128i ra = _mm_loadu_si128((const __m128i *)(const void *)a);
+    __m256i x = b ? _mm256_inserti128_si256(_mm256_castsi128_si256(ra),
+                                            _mm_loadu_si128((const __m128i *)(const void *)b), 1)
+                  : _mm256_zextsi128_si256(ra);
+    return attn__fp8_bf16_words__avx512(_mm512_castsi256_si512(x), attn__fp8_spread_halves__avx512(),
+                                        attn__fp8_bf16_table__avx512(e5m2));
 }
 /* 32 e4m3 codes at p as two f32 vectors, in order: each dword of the words holds codes j and
    16 + j, so a shift and a mask split it (the bf16 value is the f32's high half). */
@@ -4964,6 +5031,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #endif
 #ifndef ATTN__HAS_E4M3_LUT  /* e4m3 through byte tables (see the AVX-512 pass) */
 #define ATTN__HAS_E4M3_LUT 0
+#endif
+#ifndef ATTN__HAS_FP8_PAIRS  /* fp8 caches on the bf16 pair kernels (see the AVX-512 pass) */
+#define ATTN__HAS_FP8_PAIRS 0
 #endif
 #ifndef ATTN__HAS_E4M3_FINITE  /* e4m3 chunks free of NaN codes decoded without the fix (AVX2) */
 #define ATTN__HAS_E4M3_FINITE 0
@@ -6068,10 +6138,22 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
+/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
+   without kernels of its own (ATTN_NO_FP8_KERNELS). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
+    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
+}
+
 /* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #if ATTN__HAS_DOT2
-    return P->bf16_pairs && ATTN__DOT2_READY();
+    if (!P->bf16_pairs || !ATTN__DOT2_READY()) return 0;
+    if (P->kv_dtype == ATTN_BF16) return 1;
+#if ATTN__HAS_FP8_PAIRS  /* fp8 through the byte tables, its rows read in place */
+    return ATTN__E4M3_LUT_READY() && ATTN__FN(attn__decode_in_place)(P);
+#else
+    return 0;
+#endif
 #else
     (void)P;
     return 0;
@@ -6087,12 +6169,6 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
    docs/PERF.md#decode-small-groups). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
     return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
-}
-
-/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
-    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -6677,8 +6753,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
 }
 
 #if ATTN__HAS_DOT2
-/* The bf16 pair kernels of decode (AVX-512 BF16; bf16 queries and cache, D a multiple of 2L,
-   exec.f32_probs off): the loops above with pair dot products, about half the instructions.
+/* The bf16 pair kernels of decode (AVX-512 BF16; bf16 queries, a bf16 cache - or an fp8 one,
+   whose values bf16 holds exactly, through the byte tables (AVX-512 VBMI), where G >= 3 -, D a
+   multiple of 2L, exec.f32_probs off): the loops above with pair dot products, about half the
+   instructions.
    Keys: q . k over pairs of head dims, the queries unscaled (scaling would round them), the
    scale applied to the f32 logits - exact products, f32 sums. Values: pairs of keys, rows t and
    t+1 unpacked into (v_t, v_t+1) pairs against the probabilities rounded to bf16, as in
@@ -6686,11 +6764,46 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
    unrounded values). Unpacking works within 128-bit lanes, so the value accumulators hold the
    dims in the order that attn__decode_unpack_order undoes at the partition's end. */
 
+/* Whether the pair kernels read rows of format dt (a constant): bf16, and fp8 through the
+   tables where the pass has them. */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_format)(attn__format dt) {
+    return dt == ATTN__FMT_BF16 ||
+           (ATTN__HAS_FP8_PAIRS && (dt == ATTN__FMT_E4M3_LUT || dt == ATTN__FMT_E5M2));
+}
+
+/* Elements [i, i + 2L) of a key row as the pair kernels' bf16 (dt a constant). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE ATTN__VI ATTN__FN(attn__decode_dot2_row)(
+    const void *base, attn__format dt, size_t i) {
+#if ATTN__HAS_FP8_PAIRS
+    if (dt != ATTN__FMT_BF16) return ATTN__VLOADI_FP8((const uint8_t *)base + i, dt);
+#endif
+    return ATTN__VLOADI((const uint16_t *)base + i);
+}
+
+/* Dims [i, i + 2L) of the value rows of keys t (row at i) and t + 1 (stride further; two = 0:
+   zeros) as pairs (v_t, v_t+1) in lo and hi: bf16 rows unpacked within 128-bit lanes (see
+   attn__decode_unpack_order), fp8 rows in order, the first L dims in lo. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_values)(
+    const void *base, attn__format dt, size_t i, size_t stride, int two, ATTN__VI *lo,
+    ATTN__VI *hi) {
+#if ATTN__HAS_FP8_PAIRS
+    if (dt != ATTN__FMT_BF16) {
+        const uint8_t *a = (const uint8_t *)base + i, *b = two ? a + stride : NULL;
+        *lo = ATTN__VPAIRI_FP8(a, b, dt);
+        *hi = ATTN__VPAIRI_FP8(a + ATTN__L, two ? b + ATTN__L : NULL, dt);
+        return;
+    }
+#endif
+    const uint16_t *v = (const uint16_t *)base + i;
+    ATTN__VI a = ATTN__VLOADI(v), b = two ? ATTN__VLOADI(v + stride) : ATTN__VZEROI();
+    ATTN__VUNPACK_PAIRS(a, b, *lo, *hi);
+}
+
 /* part[h][t..t+nk) for the four heads: per-lane partial dot products, the queries in registers
    qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
-    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k,
-    size_t stride,
+    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const void *k,
+    attn__format dt, size_t stride,
     int t, int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
@@ -6699,7 +6812,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
         ATTN__FN(attn__decode_ahead_step)(ahead, nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
         ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
             if (i < nv) {
-                ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
+                ATTN__VI kv = ATTN__FN(attn__decode_dot2_row)(
+                        k, dt, (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
                 ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
                     ATTN__VI qv = qr ? qr[h * nvmax + i]
                                      : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
@@ -6710,39 +6824,75 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
     ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
+/* part[h][t..t+nk) for the four heads over fp8 key rows (dt, a constant after inlining), the
+   queries read from qm (rows qs apart): each key vector decoded once for the four heads, each
+   query vector read once for the nk keys, the row's nv vector pairs in a loop of their own (not
+   unrolled up to DACC as in attn__decode_dot2_keys: beside the tables and the accumulators
+   there is no room for that). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_keys)(
+    const uint16_t *qm, int qs, int nv, const void *k, attn__format dt, size_t stride, int t,
+    int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
+    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int h, c, i;
+    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
+    for (i = 0; i < nv; i++) {
+        ATTN__VI kv[ATTN__DKT];
+        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
+            kv[c] = ATTN__FN(attn__decode_dot2_row)(
+                    k, dt, (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
+        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+            ATTN__VI qv = ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
+            ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VDOT2(acc[h][c], kv[c], qv);
+        }
+    }
+    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
+}
+
 /* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
-   apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a time. */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
-    const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
+   apart, the keys rows of format dt (a constant after inlining: each of the bf16 and fp8 chunk
+   functions has its own loops). Up to DACC/4 vectors a head the queries stay in registers, two
+   keys at a time. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_dots_dt)(
+    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
+    float mul,
     float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
     attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
-    int nv = Dk / (2 * ATTN__L), h, i, t0;
-    if (nv <= q4)
+    int nv = Dk / (2 * ATTN__L), h, i, t0, regs = dt == ATTN__FMT_BF16 && nv <= q4;
+    if (regs)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
             ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
                 qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
                         : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        if (nv <= q4) {
+        if (dt != ATTN__FMT_BF16) {
+            for (; t + ATTN__DKT <= m; t += ATTN__DKT)
+                ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, ATTN__DKT,
+                                                     part, ahead);
+            paired = t;
+            for (; t < m; t++)
+                ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, 1, part,
+                                                     ahead);
+        } else if (regs) {
             for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride, t0 + t, 2, part,
                                                  ahead);
             paired = t;
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride,
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride,
                                                                 t0 + t, 1,
                                                           part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t,
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t,
                                                  ATTN__DKT, part,
                                                  ahead);
             paired = t;
             for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t, 1,
                                                  part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
@@ -6751,11 +6901,38 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
     *cursor = local;
 }
 
+/* One step of attn__decode_dot2_pv_cols: keys t and t + 1, or with two = 0 (a constant) the odd
+   last key t, paired with a zero row and weight. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_step)(
+    ATTN__VF *acc, const uint16_t *p, int ps, int t, int two, const void *v, attn__format dt,
+    size_t stride, int d0, int nv, int hp, int nvmax, attn__decode_ahead *ahead) {
+    ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
+    int h, i;
+    ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);  /* rows read */
+    ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1) {
+        size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
+        lo[i] = hi[i] = ATTN__VZEROI();
+        if (i < nv) ATTN__FN(attn__decode_dot2_values)(v, dt, at, stride, two, &lo[i], &hi[i]);
+    }
+    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
+        const uint16_t *ph = p + (size_t)h * ps + t;
+        ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
+        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
+            if (i < nv) {
+                acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
+                acc[h * 2 * nvmax + 2 * i + 1] =
+                        ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
+            }
+    }
+}
+
 /* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hp heads, pairs of keys at a
-   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart. The
-   2 * hp * nvmax accumulators stay in registers (hp, nvmax constants after inlining). */
+   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart, v rows
+   of format dt. The 2 * hp * nvmax accumulators stay in registers (hp, nvmax, dt constants
+   after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
-    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int d0, int nv, int hp,
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int d0,
+    int nv, int hp,
     int nvmax,
     int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
@@ -6764,56 +6941,70 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
             acc[h * 2 * nvmax + i] = i < 2 * nv
                 ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
-    for (t = 0; t < n; t += 2) {
-        ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
-        int two = t + 1 < n;
-        /* the rows read */
-        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);
-        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1) {
-            size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
-            lo[i] = hi[i] = ATTN__VZEROI();
-            if (i < nv) {
-                ATTN__VI a = ATTN__VLOADI(v + at),
-                         b = two ? ATTN__VLOADI(v + at + stride) : ATTN__VZEROI();
-                ATTN__VUNPACK_PAIRS(a, b, lo[i], hi[i]);
-            }
-        }
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
-            const uint16_t *ph = p + (size_t)h * ps + t;
-            ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
-            ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
-                if (i < nv) {
-                    acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
-                    acc[h * 2 * nvmax + 2 * i + 1] =
-                            ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i + 1], hi[i], w);
-                }
-        }
-    }
+    for (t = 0; t + 1 < n; t += 2)
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 1, v, dt, stride, d0, nv, hp, nvmax,
+                                            ahead);
+    if (t < n)
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 0, v, dt, stride, d0, nv, hp, nvmax,
+                                            ahead);
     ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nv, ATTN__DACC, 1)
             ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
-/* P.V for the four heads of a group: all four at once up to 2 vector pairs a row, else two
-   heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
-    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv,
-    float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+/* P.V for the four heads of a group: over bf16 rows all four at once up to 2 vector pairs a row,
+   else two heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1);
+   over fp8 rows, whose decode costs more than the loads, the four at once a vector pair at a
+   time (wider segments, all four heads: 1.01-1.03x the time). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_dt)(
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
+    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
     attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
     int nv = Dk / w, h, d;
-    if (nv <= seg / 2) {
-        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, stride, 0, nv, 4, seg / 2, Dv, o, ahead);
+    if (dt != ATTN__FMT_BF16) {  /* fp8: each vector pair decoded once for the four heads */
+        for (d = 0; d < Dk; d += w)
+            ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, d, 1, 4, 1, Dv, o, ahead);
+    } else if (nv <= seg / 2) {
+        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, 0, nv, 4, seg / 2, Dv, o,
+                                            ahead);
     } else {
         for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
             for (d = 0; d < Dk; d += seg * w)
-                ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, stride, d,
+                ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, dt, stride, d,
                                                     ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv,
                                                     o + (size_t)h * Dv,
                                                     ahead);
     }
     *cursor = local;
 }
+
+/* The two above as functions of the pair kernels' target (the chunk functions have the pass's
+   own), with a loop of their own for each format: dt is not a constant here. */
+#if ATTN__HAS_FP8_PAIRS
+#define ATTN__DOT2_BY_FORMAT(call, dt)                                                            \
+    if ((dt) == ATTN__FMT_BF16) call(ATTN__FMT_BF16);                                              \
+    else if ((dt) == ATTN__FMT_E5M2) call(ATTN__FMT_E5M2);                                         \
+    else call(ATTN__FMT_E4M3_LUT);
+#else
+#define ATTN__DOT2_BY_FORMAT(call, dt) call(ATTN__FMT_BF16);
+#endif
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
+    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
+    float mul, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
+#define ATTN__DOTS_AS(DT)                                                                          \
+    ATTN__FN(attn__decode_dot2_dots_dt)(q, qs, k, DT, stride, n, Dk, mul, logits, cursor)
+    ATTN__DOT2_BY_FORMAT(ATTN__DOTS_AS, dt)
+#undef ATTN__DOTS_AS
+}
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
+    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+#define ATTN__PV_AS(DT) ATTN__FN(attn__decode_dot2_pv_dt)(p, ps, n, v, DT, stride, Dk, Dv, o, cursor)
+    ATTN__DOT2_BY_FORMAT(ATTN__PV_AS, dt)
+#undef ATTN__PV_AS
+}
+#undef ATTN__DOT2_BY_FORMAT
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_probs_bf16)(float *p, int n) {
@@ -6901,22 +7092,21 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     }
     for (; h < P->G4; h += ATTN__HEAD_GROUP) {
 #if ATTN__HAS_DOT2
-        /* dt: only the bf16 chunk function compiles the pair kernels; the queries are unscaled,
-           the logits take the scale */
-        if (dt == ATTN__FMT_BF16 && ATTN__FN(attn__decode_pairs)(P)) {
+        /* dt: only the bf16 and fp8 chunk functions compile the pair kernels; the queries are
+           unscaled, the logits take the scale */
+        if (ATTN__FN(attn__decode_dot2_format)(dt) && ATTN__FN(attn__decode_pairs)(P)) {
             const float *qh = sc->q + (heads + h) * Dv;
             float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
-            const uint16_t *rows = (const uint16_t *)r.base;
             if (kind == 0)
-                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv, rows,
-                                                 r.stride, n, Dk,
+                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv,
+                                                 r.base, dt, r.stride, n, Dk,
                                                  P->q_mul * ATTN__FN(attn__decode_fold)(P,
                                                                                   P->k_scale),
                                                  ph + t, ahead);
             else
                 ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t,
-                                               2 * ATTN__DECODE_PSTRIDE, n, rows, r.stride, Dk, Dv,
-                                               oh, ahead);
+                                               2 * ATTN__DECODE_PSTRIDE, n, r.base, dt, r.stride, Dk,
+                                               Dv, oh, ahead);
             continue;
         }
 #endif
@@ -7286,7 +7476,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
 /* A head's value accumulators back in dimension order, from the order its kernels left. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_restore_order)(const attn__decode_plan *P, float *o) {
 #if ATTN__HAS_DOT2
-    if (ATTN__FN(attn__decode_pairs)(P)) ATTN__FN(attn__decode_unpack_order)(o, P->D);
+    if (ATTN__FN(attn__decode_pairs)(P) && P->kv_dtype == ATTN_BF16)  /* fp8's are in order */
+        ATTN__FN(attn__decode_unpack_order)(o, P->D);
 #endif
     if (ATTN__FN(attn__decode_even_odd)(P)) ATTN__FN(attn__decode_pair_order)(o, P->D, 0);
 }
@@ -7463,6 +7654,11 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VZEROI
 #undef ATTN__VUNPACK_PAIRS
 #endif
+#if ATTN__HAS_FP8_PAIRS
+#undef ATTN__VLOADI_FP8
+#undef ATTN__VPAIRI_FP8
+#endif
+#undef ATTN__HAS_FP8_PAIRS
 #if ATTN__HAS_TILES
 #undef ATTN__TILES_REAL
 #undef ATTN__TILE_TARGET

@@ -439,6 +439,111 @@ TEST(decode_bf16_pair_kernels_are_taken) {
     CHECK_MSG(differ == 1, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
 }
 
+/* bf16 queries over an fp8 cache with three or more query heads a KV head: on a CPU with
+   AVX-512 BF16 and VBMI the avx512 runs take the bf16 pair kernels, the fp8 rows made bf16
+   (exactly) through byte tables. The same bound as the bf16 pair kernels: probabilities rounded
+   to bf16, |v| <= 1, so |out - ref| <= 2^-9 plus f32 rounding; non-unit scales (the key scale
+   onto the logits, the value scale onto the outputs); G = 3, 4, 5, 8, 16 (3 and 5 padded to
+   four and eight), head sizes of one to eight pairs of vectors, block sizes that pair keys
+   across blocks, every option; f32_probs = 1 runs the f32 kernels to the f32 tolerance. */
+TEST(decode_fp8_pair_kernels) {
+    const int Ds[] = {32, 64, 96, 128, 256}, bss[] = {16, 3, 1};
+    const int Hs[][2] = {{6, 2}, {8, 2}, {10, 2}, {8, 1}, {16, 1}};
+    int lens[5] = {1100, 2, 0, 17, 513}, fails = 0;
+    int pairs = attn_isa_supported(ATTN_ISA_AVX512) &&
+                strstr(attn_cpu_features(), "avx512bf16=yes") != NULL &&
+                strstr(attn_cpu_features(), "avx512vbmi=yes") != NULL;
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 5; i++)
+            for (int opt = 0; opt < 6; opt++)
+                for (int f32_probs = pairs ? 0 : 1; f32_probs < 2; f32_probs++) {
+                    td_case c = td_base();
+                    c.H = Hs[(i + opt) % 5][0]; c.Hk = Hs[(i + opt) % 5][1]; c.D = Ds[i];
+                    c.bs = bss[opt % 3]; c.num_seqs = 5; c.lens = lens;
+                    c.kv_dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3; c.act_dt = ATTN_BF16;
+                    c.k_scale = 0.5f; c.v_scale = 0.25f;
+                    c.f32_out = 1; c.f32_probs = f32_probs;
+                    c.alibi = opt == 1 || opt == 4; c.window = opt == 2 ? 7 : opt == 5 ? 600 : 0;
+                    c.cap = opt == 3 ? 3.0f : 0.0f; c.sinks = opt >= 3;
+                    c.atol = f32_probs ? 0.0 : ldexp(1.0, -9) + 2e-5;
+                    if (Ds[i] == 256 && opt % 2) continue;  /* keep the big heads quick */
+                    fails += td_check(&c, 1800 + (uint64_t)(f * 64 + i * 12 + opt * 2 + f32_probs));
+                }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* The fp8 pair kernels run where they should: their bits differ from the f32 kernels' (by
+   f32_probs) at G = 3, 4 and 8; with one or two query heads a KV head (which the pair kernels
+   would pad to four) and with f16 queries the f32 kernels run either way: the same bits. */
+TEST(decode_fp8_pair_kernels_are_taken) {
+    if (!attn_isa_supported(ATTN_ISA_AVX512) ||
+        !strstr(attn_cpu_features(), "avx512bf16=yes") ||
+        !strstr(attn_cpu_features(), "avx512vbmi=yes")) return;
+    const int Hs[][2] = {{6, 2}, {8, 2}, {8, 1}, {4, 4}, {4, 2}, {8, 2}};
+    int lens[2] = {700, 65};
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 6; k++) {
+            td_case c = td_base();
+            c.num_seqs = 2; c.lens = lens; c.D = 128; c.f32_out = 1;
+            c.H = Hs[k][0]; c.Hk = Hs[k][1];
+            c.kv_dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
+            c.act_dt = k == 5 ? ATTN_F16 : ATTN_BF16;
+            attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
+            e32.f32_probs = 1;
+            int differ = td_execs_differ(&c, 1900 + (uint64_t)k, &e, &e32), want = k < 3;
+            REQUIRE(differ >= 0);
+            CHECK_MSG(differ == want, "%s H=%d Hk=%d q=%s: f32_probs = 0 and 1 %s",
+                      attn_dtype_name(c.kv_dt), c.H, c.Hk, attn_dtype_name(c.act_dt),
+                      differ ? "differ" : "gave the same bits");
+        }
+}
+
+/* Every code of both fp8 formats through the pair kernels' value path, exactly: two keys of
+   equal logits (keys of zeros), so each probability is 1/2 (exact in bf16) and each output is
+   the value itself times the value scale - attn_fp8_*_to_f32 times the scale (equal as
+   floats: -0 sums to +0), NaN for the NaN codes and inf for e5m2's infinities; and one key alone (p = 1, paired with a
+   zero row). D = 256: the 256 codes of a row in an odd order, one head's output each. */
+TEST(decode_fp8_pairs_decode_every_code_exactly) {
+    int lens[2] = {2, 1};
+    for (int f = 0; f < 2; f++)
+        for (int f32_probs = 0; f32_probs < 2; f32_probs++) {
+            td_case c = td_base();
+            c.num_seqs = 2; c.lens = lens; c.D = 256; c.H = 4; c.Hk = 1; c.f32_out = 1;
+            c.kv_dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3; c.act_dt = ATTN_BF16;
+            c.v_scale = 0.375f; c.f32_probs = f32_probs;
+            td_data d;
+            td_make(&c, 1950 + (uint64_t)f, &d);
+            for (int s = 0; s < 2; s++)
+                for (int t = 0; t < lens[s]; t++) {
+                    size_t at = ((size_t)d.tables[s * d.max_blocks] * c.bs + (size_t)t) * c.D;
+                    for (int e = 0; e < c.D; e++) {
+                        ((uint8_t *)d.cache.key)[at + (size_t)e] = 0;
+                        ((uint8_t *)d.cache.value)[at + (size_t)e] = (uint8_t)(e * 37 + 11);
+                    }
+                }
+            size_t n = (size_t)2 * c.H * c.D;
+            float *o = (float *)tu_alloc(n * 4);
+            attn_isa isas[4];
+            int n_isa = tu_isas(isas), bad = 0;
+            for (int k = 0; k < n_isa; k++) {
+                attn_exec e = tu_exec(isas[k], 2);
+                e.f32_probs = f32_probs;
+                REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, o, NULL) == ATTN_OK);
+                for (size_t i = 0; i < n; i++) {
+                    uint8_t code = (uint8_t)((i % (size_t)c.D) * 37 + 11);
+                    float want = (f ? attn_fp8_e5m2_to_f32(code) : attn_fp8_e4m3_to_f32(code)) *
+                                 c.v_scale;
+                    bad += isnan(want) ? !isnan(o[i]) : !(o[i] == want);  /* -0 sums to +0 */
+                }
+                if (bad) printf("  %s isa=%s f32_probs=%d: %d outputs differ\n",
+                                attn_dtype_name(c.kv_dt), attn_isa_name(isas[k]), f32_probs, bad);
+            }
+            CHECK_EQ_INT(bad, 0);
+            free(o);
+            td_free(&d);
+        }
+}
+
 /* Decode's logits on tiles (ATTN_DECODE_TILES, which the suite defines; ATTN_ISA_AMX on real
    tiles or emulated ones) over the caches bf16 holds exactly (bf16, fp8): f32 and f16 queries
    split in three bf16 terms, bf16 queries as they are. G = 4, 8, 12, 16, 24 (one to five column
@@ -881,6 +986,9 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_head_outputs_do_not_depend_on_the_group_size),                          \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
+    ATTN_TEST_ENTRY(decode_fp8_pair_kernels),                                                      \
+    ATTN_TEST_ENTRY(decode_fp8_pair_kernels_are_taken),                                            \
+    ATTN_TEST_ENTRY(decode_fp8_pairs_decode_every_code_exactly),                                   \
     ATTN_TEST_ENTRY(decode_logits_on_tiles),                                                       \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_are_taken),                                             \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_as_accurate_as_the_vector_kernels),                     \
