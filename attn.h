@@ -6824,44 +6824,67 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
     ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
-/* part[h][t..t+nk) for the four heads over fp8 key rows (dt, a constant after inlining), the
-   queries read from qm (rows qs apart): each key vector decoded once for the four heads, each
-   query vector read once for the nk keys, the row's nv vector pairs in a loop of their own (not
-   unrolled up to DACC as in attn__decode_dot2_keys: beside the tables and the accumulators
-   there is no room for that). */
+/* part[h][t..t+nk) for hp query heads (four or eight) over fp8 key rows (dt; both constants
+   after inlining), the queries read from qm (rows qs apart): each key vector decoded once for
+   the hp heads, each query vector read once for the nk keys, the row's nv vector pairs in a loop
+   of their own (not unrolled up to DACC as in attn__decode_dot2_keys: beside the tables and the
+   accumulators there is no room for that). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_keys)(
     const uint16_t *qm, int qs, int nv, const void *k, attn__format dt, size_t stride, int t,
-    int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
-    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
+    int nk, int hp, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
+    ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT];
     int h, c, i;
-    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
+    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, hp);
     for (i = 0; i < nv; i++) {
         ATTN__VI kv[ATTN__DKT];
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
             kv[c] = ATTN__FN(attn__decode_dot2_row)(
                     k, dt, (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
-        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
+        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
             ATTN__VI qv = ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VDOT2(acc[h][c], kv[c], qv);
         }
     }
-    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
 }
 
-/* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group, q as bf16 rows qs
-   apart, the keys rows of format dt (a constant after inlining: each of the bf16 and fp8 chunk
-   functions has its own loops). Up to DACC/4 vectors a head the queries stay in registers, two
-   keys at a time. */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_dots_dt)(
+/* logits[h][t] = mul * q_h . k_t (t < n) for hp heads (four or eight, a constant) over fp8
+   rows of format dt (a constant), q as bf16 rows qs apart; keys DKT at a time for four heads,
+   half as many for eight, so that the accumulators stay in registers. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_dots)(
     const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
-    float mul,
+    float mul, int hp, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
+    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
+    ATTN__VF part[ATTN__WIDE_GROUP][ATTN__L];
+    const int nk = hp > ATTN__HEAD_GROUP ? ATTN__DKT / 2 : ATTN__DKT;
+    int nv = Dk / (2 * ATTN__L), t0;
+    for (t0 = 0; t0 < n; t0 += ATTN__L) {
+        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
+        for (; t + nk <= m; t += nk)
+            ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, nk, hp, part,
+                                                 ahead);
+        paired = t;
+        for (; t < m; t++)
+            ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, 1, hp, part,
+                                                 ahead);
+        ATTN__FN(attn__decode_reduce_parts)(part, hp, 1, paired, m, mul, logits + t0);
+    }
+    *cursor = local;
+}
+
+/* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group over bf16 rows, q as
+   bf16 rows qs apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a
+   time. */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
+    const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
     float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
+    const attn__format dt = ATTN__FMT_BF16;
     attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
-    int nv = Dk / (2 * ATTN__L), h, i, t0, regs = dt == ATTN__FMT_BF16 && nv <= q4;
+    int nv = Dk / (2 * ATTN__L), h, i, t0, regs = nv <= q4;
     if (regs)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
             ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
@@ -6869,15 +6892,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_dot
                         : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        if (dt != ATTN__FMT_BF16) {
-            for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, ATTN__DKT,
-                                                     part, ahead);
-            paired = t;
-            for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, 1, part,
-                                                     ahead);
-        } else if (regs) {
+        if (regs) {
             for (; t + 2 <= m; t += 2)
                 ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride, t0 + t, 2, part,
                                                  ahead);
@@ -6952,20 +6967,16 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
             ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
-/* P.V for the four heads of a group: over bf16 rows all four at once up to 2 vector pairs a row,
-   else two heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1);
-   over fp8 rows, whose decode costs more than the loads, the four at once a vector pair at a
-   time (wider segments, all four heads: 1.01-1.03x the time). */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_dt)(
-    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
-    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+/* P.V for the four heads of a group over bf16 rows: all four at once up to 2 vector pairs a row,
+   else two heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
+    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv,
+    float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
     attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
+    const attn__format dt = ATTN__FMT_BF16;
     int nv = Dk / w, h, d;
-    if (dt != ATTN__FMT_BF16) {  /* fp8: each vector pair decoded once for the four heads */
-        for (d = 0; d < Dk; d += w)
-            ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, d, 1, 4, 1, Dv, o, ahead);
-    } else if (nv <= seg / 2) {
+    if (nv <= seg / 2) {
         ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, 0, nv, 4, seg / 2, Dv, o,
                                             ahead);
     } else {
@@ -6979,32 +6990,51 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     *cursor = local;
 }
 
-/* The two above as functions of the pair kernels' target (the chunk functions have the pass's
-   own), with a loop of their own for each format: dt is not a constant here. */
-#if ATTN__HAS_FP8_PAIRS
-#define ATTN__DOT2_BY_FORMAT(call, dt)                                                            \
-    if ((dt) == ATTN__FMT_BF16) call(ATTN__FMT_BF16);                                              \
-    else if ((dt) == ATTN__FMT_E5M2) call(ATTN__FMT_E5M2);                                         \
-    else call(ATTN__FMT_E4M3_LUT);
-#else
-#define ATTN__DOT2_BY_FORMAT(call, dt) call(ATTN__FMT_BF16);
-#endif
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
-    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
-    float mul, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
-#define ATTN__DOTS_AS(DT)                                                                          \
-    ATTN__FN(attn__decode_dot2_dots_dt)(q, qs, k, DT, stride, n, Dk, mul, logits, cursor)
-    ATTN__DOT2_BY_FORMAT(ATTN__DOTS_AS, dt)
-#undef ATTN__DOTS_AS
-}
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
+/* P.V for hp heads (four or eight, a constant) over fp8 rows of format dt (a constant), whose
+   decode costs more than the loads: the hp heads at once, a vector pair at a time, each pair
+   decoded once for them (wider segments: 1.01-1.03x the time). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_pv)(
     const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
-    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
-#define ATTN__PV_AS(DT) ATTN__FN(attn__decode_dot2_pv_dt)(p, ps, n, v, DT, stride, Dk, Dv, o, cursor)
-    ATTN__DOT2_BY_FORMAT(ATTN__PV_AS, dt)
-#undef ATTN__PV_AS
+    int Dv, int hp, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
+    for (int d = 0; d < Dk; d += 2 * ATTN__L)
+        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, d, 1, hp, 1, Dv, o, ahead);
+    *cursor = local;
 }
-#undef ATTN__DOT2_BY_FORMAT
+
+/* The query heads the pair kernels take at once from head h of the G4: eight over fp8 rows
+   where eight are left (each row decoded once for them), else four. */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_heads)(attn__format dt, int left) {
+    return dt != ATTN__FMT_BF16 && left >= ATTN__WIDE_GROUP ? ATTN__WIDE_GROUP : ATTN__HEAD_GROUP;
+}
+
+#if ATTN__HAS_FP8_PAIRS
+/* The fp8 logits and P.V above as functions of the pair kernels' target (the chunk functions have
+   the pass's own), with loops of their own for each format and head count (dt and hp are not
+   constants here). */
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_dots)(
+    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
+    float mul, int hp, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
+#define ATTN__FP8_DOTS(DT, HP)                                                                     \
+    ATTN__FN(attn__decode_dot2_fp8_dots)(q, qs, k, DT, stride, n, Dk, mul, HP, logits, cursor)
+    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) ATTN__FP8_DOTS(ATTN__FMT_E5M2, 8);
+    else if (dt == ATTN__FMT_E5M2) ATTN__FP8_DOTS(ATTN__FMT_E5M2, 4);
+    else if (hp > ATTN__HEAD_GROUP) ATTN__FP8_DOTS(ATTN__FMT_E4M3_LUT, 8);
+    else ATTN__FP8_DOTS(ATTN__FMT_E4M3_LUT, 4);
+#undef ATTN__FP8_DOTS
+}
+ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_pv)(
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
+    int Dv, int hp, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
+#define ATTN__FP8_PV(DT, HP)                                                                       \
+    ATTN__FN(attn__decode_dot2_fp8_pv)(p, ps, n, v, DT, stride, Dk, Dv, HP, o, cursor)
+    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) ATTN__FP8_PV(ATTN__FMT_E5M2, 8);
+    else if (dt == ATTN__FMT_E5M2) ATTN__FP8_PV(ATTN__FMT_E5M2, 4);
+    else if (hp > ATTN__HEAD_GROUP) ATTN__FP8_PV(ATTN__FMT_E4M3_LUT, 8);
+    else ATTN__FP8_PV(ATTN__FMT_E4M3_LUT, 4);
+#undef ATTN__FP8_PV
+}
+#endif
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_probs_bf16)(float *p, int n) {
@@ -7070,7 +7100,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
     attn__decode_ahead *ahead = &cursor;
-    int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
+    int Dv = P->Dv, h, hg, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
     if (few) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide groups are) */
         if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && dt != ATTN__FMT_F32) {
             if (few == 2 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
@@ -7090,23 +7120,36 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         else for (h = 0; h < P->G; h++) { ATTN__DECODE_KERNELS(dt, 1, h) }
         return cursor;
     }
-    for (; h < P->G4; h += ATTN__HEAD_GROUP) {
+    for (; h < P->G4; h += hg) {
+        hg = ATTN__HEAD_GROUP;
 #if ATTN__HAS_DOT2
         /* dt: only the bf16 and fp8 chunk functions compile the pair kernels; the queries are
            unscaled, the logits take the scale */
         if (ATTN__FN(attn__decode_dot2_format)(dt) && ATTN__FN(attn__decode_pairs)(P)) {
             const float *qh = sc->q + (heads + h) * Dv;
             float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
+            const uint16_t *q16 = (const uint16_t *)(const void *)qh, *p16 =
+                    (const uint16_t *)(void *)ph + t;
+            float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
+            hg = ATTN__FN(attn__decode_dot2_heads)(dt, P->G4 - h);
+#if ATTN__HAS_FP8_PAIRS
+            if (dt != ATTN__FMT_BF16) {
+                if (kind == 0)
+                    ATTN__FN(attn__decode_fp8_pair_dots)(q16, 2 * Dv, r.base, dt, r.stride, n, Dk,
+                                                         k_mul, hg, ph + t, ahead);
+                else
+                    ATTN__FN(attn__decode_fp8_pair_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n, r.base,
+                                                       dt, r.stride, Dk, Dv, hg, oh, ahead);
+                continue;
+            }
+#endif
             if (kind == 0)
-                ATTN__FN(attn__decode_dot2_dots)((const uint16_t *)(const void *)qh, 2 * Dv,
-                                                 r.base, dt, r.stride, n, Dk,
-                                                 P->q_mul * ATTN__FN(attn__decode_fold)(P,
-                                                                                  P->k_scale),
-                                                 ph + t, ahead);
+                ATTN__FN(attn__decode_dot2_dots)(q16, 2 * Dv, (const uint16_t *)r.base, r.stride, n,
+                                                 Dk, k_mul, ph + t, ahead);
             else
-                ATTN__FN(attn__decode_dot2_pv)((const uint16_t *)(void *)ph + t,
-                                               2 * ATTN__DECODE_PSTRIDE, n, r.base, dt, r.stride, Dk,
-                                               Dv, oh, ahead);
+                ATTN__FN(attn__decode_dot2_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n,
+                                               (const uint16_t *)r.base, r.stride, Dk, Dv, oh,
+                                               ahead);
             continue;
         }
 #endif
