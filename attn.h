@@ -1,4 +1,4 @@
-/* attn.h - v0.4.9 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.10 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -153,7 +153,11 @@
        exact products of the stored values; the softmax is f32; the probabilities are rounded
        to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
        the bf16 output's own rounding - while the denominator and lse use the unrounded f32
-       values. exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
+       values. Decode takes them too for bf16 queries over an fp8 cache (its values are exact in
+       bf16; the key scale goes onto the logits, the value scale onto the outputs) where the CPU
+       also has AVX-512 VBMI (the fp8 rows are made bf16 through byte tables) and each KV head
+       has three or more query heads (the kernels run heads in fours or eights; one or two would
+       be padded). exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
        follow the same rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded
        to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles
        (ATTN_DECODE_TILES) keep an f32 query exact as three bf16 terms (for |q| from 2^-110
@@ -181,6 +185,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.10 (2026-11-27)  paged decode, AVX-512 BF16 + VBMI: bf16 queries over an fp8 cache
+                            with three or more query heads a KV head take the bf16 pair kernels
+                            (fp8 exact in bf16; probabilities rounded to bf16 as over a bf16
+                            cache; exec.f32_probs = 1 keeps the f32 kernels)
        0.4.9  (2026-11-27)  paged decode, AVX-512 and NEON: three query heads a KV head
                             (Llama 3.2 3B) run as one group of three over f16, bf16 and fp8
                             caches, not padded to four, and two (Gemma 2) as one group of two,
@@ -247,8 +255,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 9
-#define ATTN_VERSION_STRING "0.4.9"
+#define ATTN_VERSION_PATCH 10
+#define ATTN_VERSION_STRING "0.4.10"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -1501,7 +1509,8 @@ static const uint8_t attn__e5m2_bf16_bytes[2][128] = {
      0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x09, 0x08, 0x0b, 0x0a, 0x0d, 0x0c, 0x0f, 0x0e,
      0x12, 0x13, 0x10, 0x11, 0x16, 0x17, 0x14, 0x15, 0x1b, 0x1a, 0x19, 0x18, 0x1f, 0x1e, 0x1d, 0x1c,
      0x24, 0x25, 0x26, 0x27, 0x20, 0x21, 0x22, 0x23, 0x2d, 0x2c, 0x2f, 0x2e, 0x29, 0x28, 0x2b, 0x2a,
-     0x36, 0x37, 0x34, 0x35, 0x32, 0x33, 0x30, 0x31, 0x3f, 0x3e, 0x3d, 0x3c, 0x03, 0x02, 0x01, 0x00},
+     0x36, 0x37, 0x34, 0x35, 0x32, 0x33, 0x30, 0x31, 0x3f, 0x3e, 0x3d, 0x3c, 0x03, 0x02, 0x01,
+     0x00},
     {0x00, 0x80, 0x00, 0x40, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
      0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
      0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xa0, 0xc0, 0xe0,
@@ -2263,32 +2272,34 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
        attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_chunk_format attn__decode_chunk_g23_e4m3_lut
-       attn__decode_chunk_g56_e4m3_lut attn__decode_dot2_dots
-       attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols attn__decode_dot_keys
-       attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8 attn__decode_g23
-       attn__decode_half_row
-       attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
-       attn__decode_load2 attn__decode_load_q
-       attn__decode_merge attn__decode_pair_order attn__decode_pairs attn__decode_partition
-       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
-       attn__decode_probs_bf16 attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv
-       attn__decode_pv_key attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
-       attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_keys
-       attn__decode_tile_logits attn__decode_tile_queries attn__decode_tile_rows
-       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
-       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
-       attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
-       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
-       attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
-       attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
-       attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
+       attn__decode_chunk_format attn__decode_chunk_g23_e4m3_lut attn__decode_chunk_g56_e4m3_lut
+       attn__decode_dot2_dots attn__decode_dot2_format attn__decode_dot2_fp8_dots
+       attn__decode_dot2_fp8_keys attn__decode_dot2_fp8_pv attn__decode_dot2_heads
+       attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
+       attn__decode_dot2_pv_step attn__decode_dot2_row attn__decode_dot2_values
+       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
+       attn__decode_even_odd attn__decode_few attn__decode_fold attn__decode_format
+       attn__decode_fp8 attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23
+       attn__decode_half_row attn__decode_heads attn__decode_in_place attn__decode_keys_paired
+       attn__decode_load attn__decode_load2 attn__decode_load_q attn__decode_merge
+       attn__decode_pair_order attn__decode_pairs attn__decode_partition attn__decode_parts_store
+       attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16
+       attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
+       attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
+       attn__decode_small attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_dots
+       attn__decode_tile_fp8 attn__decode_tile_keys attn__decode_tile_logits
+       attn__decode_tile_queries attn__decode_tile_rows attn__decode_unpack_order
+       attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q
+       attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs attn__load_queries
+       attn__logits_of attn__pack_key_tiles attn__pack_value_cols attn__pack_value_pairs
+       attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl attn__pv_dot2_micro
+       attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro attn__qk_tiles
+       attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows attn__table
+       attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
        attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
        attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
-       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold
-       attn__vexp attn__vtanh */
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
+       attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -4788,7 +4799,8 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_pairs__avx512(const uint8_t *a
     __m256i x = b ? _mm256_inserti128_si256(_mm256_castsi128_si256(ra),
                                             _mm_loadu_si128((const __m128i *)(const void *)b), 1)
                   : _mm256_zextsi128_si256(ra);
-    return attn__fp8_bf16_words__avx512(_mm512_castsi256_si512(x), attn__fp8_spread_halves__avx512(),
+    return attn__fp8_bf16_words__avx512(_mm512_castsi256_si512(x),
+                                        attn__fp8_spread_halves__avx512(),
                                         attn__fp8_bf16_table__avx512(e5m2));
 }
 /* 32 e4m3 codes at p as two f32 vectors, in order: each dword of the words holds codes j and
@@ -6144,7 +6156,8 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
     return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
 }
 
-/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots). */
+/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots): over a bf16 cache,
+   or an fp8 one where the pass and the CPU have the byte tables that make its rows bf16. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #if ATTN__HAS_DOT2
     if (!P->bf16_pairs || !ATTN__DOT2_READY()) return 0;
@@ -6213,7 +6226,8 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
    as one group of that width, each K/V vector decoded once for the group, not padded to four or
    eight nor (two) run one head at a time: G itself (the chunk functions of those widths,
    attn__decode_chunk_g23_<t> and attn__decode_chunk_g56_<t>), else 0. Where wide groups run at
-   all (attn__decode_wide_heads) and the rows are read in place, not as f32 copies. */
+   all (attn__decode_wide_heads), the rows are read in place, not as f32 copies, and the pair
+   kernels do not run (they take heads in fours or eights, padded). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     int G = P->G;
     if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
@@ -6894,8 +6908,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
         if (regs) {
             for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride, t0 + t, 2, part,
-                                                 ahead);
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride, t0 + t, 2,
+                                                 part, ahead);
             paired = t;
             for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride,
                                                                 t0 + t, 1,
@@ -6907,8 +6921,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
                                                  ahead);
             paired = t;
             for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t, 1,
-                                                 part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t,
+                                                 1, part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
                                             logits + t0);  /* steps of 2 or DKT keys: paired */

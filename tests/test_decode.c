@@ -501,8 +501,9 @@ TEST(decode_fp8_pair_kernels_are_taken) {
 /* Every code of both fp8 formats through the pair kernels' value path, exactly: two keys of
    equal logits (keys of zeros), so each probability is 1/2 (exact in bf16) and each output is
    the value itself times the value scale - attn_fp8_*_to_f32 times the scale (equal as
-   floats: -0 sums to +0), NaN for the NaN codes and inf for e5m2's infinities; and one key alone (p = 1, paired with a
-   zero row). D = 256: the 256 codes of a row in an odd order, one head's output each. */
+   floats: -0 sums to +0), NaN for the NaN codes and inf for e5m2's infinities; and one key
+   alone (p = 1, paired with a zero row). D = 256: the 256 codes of a row in an odd order. On
+   every ISA and with f32_probs, which take the f32 kernels, the same. */
 TEST(decode_fp8_pairs_decode_every_code_exactly) {
     int lens[2] = {2, 1};
     for (int f = 0; f < 2; f++)
