@@ -2276,7 +2276,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_dot2_dots attn__decode_dot2_format attn__decode_dot2_fp8_dots
        attn__decode_dot2_fp8_keys attn__decode_dot2_fp8_pv attn__decode_dot2_heads
        attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
-       attn__decode_dot2_pv_step attn__decode_dot2_row attn__decode_dot2_values
+       attn__decode_dot2_pv_step attn__decode_dot2_values
        attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
        attn__decode_even_odd attn__decode_few attn__decode_fold attn__decode_format
        attn__decode_fp8 attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23
@@ -3601,8 +3601,8 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
     /* the pair kernels: bf16 queries over a bf16 cache, or over an fp8 one (exact in bf16) with
-       three or more query heads a KV head - they run heads in fours, and padded one or two
-       heads would cost more than the f32 kernels of their own width */
+       three or more query heads a KV head - they run heads in fours or eights, and one or two
+       heads padded to four would cost more than the f32 kernels of their own width */
     P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
                     (cache->dtype == ATTN_BF16 || (attn__is_fp8(cache->dtype) && P->G >= 3));
     /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
@@ -6785,15 +6785,6 @@ ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_format)(attn__format d
            (ATTN__HAS_FP8_PAIRS && (dt == ATTN__FMT_E4M3_LUT || dt == ATTN__FMT_E5M2));
 }
 
-/* Elements [i, i + 2L) of a key row as the pair kernels' bf16 (dt a constant). */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE ATTN__VI ATTN__FN(attn__decode_dot2_row)(
-    const void *base, attn__format dt, size_t i) {
-#if ATTN__HAS_FP8_PAIRS
-    if (dt != ATTN__FMT_BF16) return ATTN__VLOADI_FP8((const uint8_t *)base + i, dt);
-#endif
-    return ATTN__VLOADI((const uint16_t *)base + i);
-}
-
 /* Dims [i, i + 2L) of the value rows of keys t (row at i) and t + 1 (stride further; two = 0:
    zeros) as pairs (v_t, v_t+1) in lo and hi: bf16 rows unpacked within 128-bit lanes (see
    attn__decode_unpack_order), fp8 rows in order, the first L dims in lo. */
@@ -6816,8 +6807,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_val
 /* part[h][t..t+nk) for the four heads: per-lane partial dot products, the queries in registers
    qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
-    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const void *k,
-    attn__format dt, size_t stride,
+    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k,
+    size_t stride,
     int t, int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
     int h, c, i;
@@ -6826,8 +6817,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
         ATTN__FN(attn__decode_ahead_step)(ahead, nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
         ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
             if (i < nv) {
-                ATTN__VI kv = ATTN__FN(attn__decode_dot2_row)(
-                        k, dt, (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
+                ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
                 ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
                     ATTN__VI qv = qr ? qr[h * nvmax + i]
                                      : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
@@ -6838,6 +6828,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_key
     ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
 }
 
+#if ATTN__HAS_FP8_PAIRS
 /* part[h][t..t+nk) for hp query heads (four or eight) over fp8 key rows (dt; both constants
    after inlining), the queries read from qm (rows qs apart): each key vector decoded once for
    the hp heads, each query vector read once for the nk keys, the row's nv vector pairs in a loop
@@ -6853,8 +6844,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8
     for (i = 0; i < nv; i++) {
         ATTN__VI kv[ATTN__DKT];
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
-            kv[c] = ATTN__FN(attn__decode_dot2_row)(
-                    k, dt, (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
+            kv[c] = ATTN__VLOADI_FP8(
+                    (const uint8_t *)k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L, dt);
         ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
             ATTN__VI qv = ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VDOT2(acc[h][c], kv[c], qv);
@@ -6887,42 +6878,43 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8
     *cursor = local;
 }
 
+#endif
+
 /* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group over bf16 rows, q as
    bf16 rows qs apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a
    time. */
 ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
     const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
     float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
-    const attn__format dt = ATTN__FMT_BF16;
     attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
     const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
     ATTN__VI qr[ATTN__DACC];
     ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
-    int nv = Dk / (2 * ATTN__L), h, i, t0, regs = nv <= q4;
-    if (regs)
+    int nv = Dk / (2 * ATTN__L), h, i, t0;
+    if (nv <= q4)
         ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
             ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
                 qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
                         : ATTN__VZEROI();
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        if (regs) {
+        if (nv <= q4) {
             for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride, t0 + t, 2,
-                                                 part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
+                                                 ahead);
             paired = t;
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, dt, stride,
+            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride,
                                                                 t0 + t, 1,
                                                           part, ahead);
         } else {
             for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t,
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t,
                                                  ATTN__DKT, part,
                                                  ahead);
             paired = t;
             for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, dt, stride, t0 + t,
-                                                 1, part, ahead);
+                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
+                                                 part, ahead);
         }
         ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
                                             logits + t0);  /* steps of 2 or DKT keys: paired */
@@ -7004,6 +6996,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
     *cursor = local;
 }
 
+#if ATTN__HAS_FP8_PAIRS
 /* P.V for hp heads (four or eight, a constant) over fp8 rows of format dt (a constant), whose
    decode costs more than the loads: the hp heads at once, a vector pair at a time, each pair
    decoded once for them (wider segments: 1.01-1.03x the time). */
@@ -7016,13 +7009,6 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8
     *cursor = local;
 }
 
-/* The query heads the pair kernels take at once from head h of the G4: eight over fp8 rows
-   where eight are left (each row decoded once for them), else four. */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_heads)(attn__format dt, int left) {
-    return dt != ATTN__FMT_BF16 && left >= ATTN__WIDE_GROUP ? ATTN__WIDE_GROUP : ATTN__HEAD_GROUP;
-}
-
-#if ATTN__HAS_FP8_PAIRS
 /* The fp8 logits and P.V above as functions of the pair kernels' target (the chunk functions have
    the pass's own), with loops of their own for each format and head count (dt and hp are not
    constants here). */
@@ -7049,6 +7035,12 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_pv)(
 #undef ATTN__FP8_PV
 }
 #endif
+
+/* The query heads the pair kernels take at once from head h of the G4: eight over fp8 rows
+   where eight are left (each row decoded once for them), else four. */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_heads)(attn__format dt, int left) {
+    return dt != ATTN__FMT_BF16 && left >= ATTN__WIDE_GROUP ? ATTN__WIDE_GROUP : ATTN__HEAD_GROUP;
+}
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_probs_bf16)(float *p, int n) {
