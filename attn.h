@@ -6791,6 +6791,7 @@ ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_format)(attn__format d
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_values)(
     const void *base, attn__format dt, size_t i, size_t stride, int two, ATTN__VI *lo,
     ATTN__VI *hi) {
+    (void)dt;  /* bf16 alone where the pass has no fp8 pair kernels */
 #if ATTN__HAS_FP8_PAIRS
     if (dt != ATTN__FMT_BF16) {
         const uint8_t *a = (const uint8_t *)base + i, *b = two ? a + stride : NULL;
