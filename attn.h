@@ -2276,12 +2276,12 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_dot2_dots attn__decode_dot2_format attn__decode_dot2_fp8_dots
        attn__decode_dot2_fp8_keys attn__decode_dot2_fp8_pv attn__decode_dot2_heads
        attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
-       attn__decode_dot2_pv_step attn__decode_dot2_values
-       attn__decode_dot_keys attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads
-       attn__decode_even_odd attn__decode_few attn__decode_fold attn__decode_format
-       attn__decode_fp8 attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23
-       attn__decode_half_row attn__decode_heads attn__decode_in_place attn__decode_keys_paired
-       attn__decode_load attn__decode_load2 attn__decode_load_q attn__decode_merge
+       attn__decode_dot2_pv_step attn__decode_dot2_values attn__decode_dot_keys
+       attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
+       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23 attn__decode_half_row
+       attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
+       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_heads
        attn__decode_pair_order attn__decode_pairs attn__decode_partition attn__decode_parts_store
        attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16
        attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
@@ -3600,11 +3600,14 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
-    /* the pair kernels: bf16 queries over a bf16 cache, or over an fp8 one (exact in bf16) with
-       three or more query heads a KV head - they run heads in fours or eights, and one or two
-       heads padded to four would cost more than the f32 kernels of their own width */
+    /* the pair kernels: bf16 queries over a bf16 cache, or over an fp8 one (exact in bf16) where
+       the kernel table has the byte tables that make its rows bf16 (AVX-512 VBMI; not under
+       ATTN_NO_FP8_KERNELS) and three or more query heads a KV head - they run heads in fours or
+       eights, and one or two heads padded to four would cost more than their own kernels */
     P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
-                    (cache->dtype == ATTN_BF16 || (attn__is_fp8(cache->dtype) && P->G >= 3));
+                    (cache->dtype == ATTN_BF16 ||
+                     (attn__is_fp8(cache->dtype) && P->G >= 3 &&
+                      (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0));
     /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
        are, the others split in three */
     P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
@@ -6150,23 +6153,11 @@ typedef struct ATTN__FN(attn__decode_rows) {
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
-/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
-    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
-}
-
-/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots): over a bf16 cache,
-   or an fp8 one where the pass and the CPU have the byte tables that make its rows bf16. */
+/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots; over an fp8 cache
+   the plan asks for them only where the pass has the byte tables that make its rows bf16). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #if ATTN__HAS_DOT2
-    if (!P->bf16_pairs || !ATTN__DOT2_READY()) return 0;
-    if (P->kv_dtype == ATTN_BF16) return 1;
-#if ATTN__HAS_FP8_PAIRS  /* fp8 through the byte tables, its rows read in place */
-    return ATTN__E4M3_LUT_READY() && ATTN__FN(attn__decode_in_place)(P);
-#else
-    return 0;
-#endif
+    return P->bf16_pairs && ATTN__DOT2_READY();
 #else
     (void)P;
     return 0;
@@ -6182,6 +6173,12 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
    docs/PERF.md#decode-small-groups). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
     return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
+}
+
+/* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
+   without kernels of its own (ATTN_NO_FP8_KERNELS). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
+    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -7081,6 +7078,45 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
         ATTN__FN(attn__decode_pv)(sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, n, r.base, DT, \
                                   r.stride, Dk, Dv, HP, sc->o + (heads + (H)) * Dv, ahead);
 
+#if ATTN__HAS_DOT2
+/* The chunk (keys t.. of the partition, kind 0 or values, kind 1) for all G4 heads from `heads`
+   in the scratch on the pair kernels, four or eight heads at a time (attn__decode_dot2_heads);
+   the queries are unscaled, the logits take the scale. Called by attn__decode_chunk, not from
+   the chunk functions: a call there, its cursor passed by address or by value, gives their
+   other loops other code (the cursor in memory or the frame realigned; the e5m2 chunk
+   function's f32 kernels 1-3% slower). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_pair_heads)(
+    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
+    const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *ahead,
+    attn__format dt) {
+    const int Dv = P->Dv;
+    const float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
+    for (int h = 0, hg; h < P->G4; h += hg) {
+        const uint16_t *q16 = (const uint16_t *)(const void *)(sc->q + (heads + h) * Dv);
+        float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
+        const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
+        hg = ATTN__FN(attn__decode_dot2_heads)(dt, P->G4 - h);
+#if ATTN__HAS_FP8_PAIRS
+        if (dt != ATTN__FMT_BF16) {
+            if (kind == 0)
+                ATTN__FN(attn__decode_fp8_pair_dots)(q16, 2 * Dv, r.base, dt, r.stride, n, Dk,
+                                                     k_mul, hg, ph + t, ahead);
+            else
+                ATTN__FN(attn__decode_fp8_pair_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n, r.base, dt,
+                                                   r.stride, Dk, Dv, hg, oh, ahead);
+            continue;
+        }
+#endif
+        if (kind == 0)
+            ATTN__FN(attn__decode_dot2_dots)(q16, 2 * Dv, (const uint16_t *)r.base, r.stride, n,
+                                             Dk, k_mul, ph + t, ahead);
+        else
+            ATTN__FN(attn__decode_dot2_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n,
+                                           (const uint16_t *)r.base, r.stride, Dk, Dv, oh, ahead);
+    }
+}
+#endif
+
 /* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
    KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
    decoded once for eight heads instead of once for each four: where the registers hold their
@@ -7107,7 +7143,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
     attn__decode_ahead *ahead = &cursor;
-    int Dv = P->Dv, h, hg, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
+    int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
     if (few) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide groups are) */
         if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && dt != ATTN__FMT_F32) {
             if (few == 2 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
@@ -7127,39 +7163,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         else for (h = 0; h < P->G; h++) { ATTN__DECODE_KERNELS(dt, 1, h) }
         return cursor;
     }
-    for (; h < P->G4; h += hg) {
-        hg = ATTN__HEAD_GROUP;
-#if ATTN__HAS_DOT2
-        /* dt: only the bf16 and fp8 chunk functions compile the pair kernels; the queries are
-           unscaled, the logits take the scale */
-        if (ATTN__FN(attn__decode_dot2_format)(dt) && ATTN__FN(attn__decode_pairs)(P)) {
-            const float *qh = sc->q + (heads + h) * Dv;
-            float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
-            const uint16_t *q16 = (const uint16_t *)(const void *)qh, *p16 =
-                    (const uint16_t *)(void *)ph + t;
-            float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
-            hg = ATTN__FN(attn__decode_dot2_heads)(dt, P->G4 - h);
-#if ATTN__HAS_FP8_PAIRS
-            if (dt != ATTN__FMT_BF16) {
-                if (kind == 0)
-                    ATTN__FN(attn__decode_fp8_pair_dots)(q16, 2 * Dv, r.base, dt, r.stride, n, Dk,
-                                                         k_mul, hg, ph + t, ahead);
-                else
-                    ATTN__FN(attn__decode_fp8_pair_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n, r.base,
-                                                       dt, r.stride, Dk, Dv, hg, oh, ahead);
-                continue;
-            }
-#endif
-            if (kind == 0)
-                ATTN__FN(attn__decode_dot2_dots)(q16, 2 * Dv, (const uint16_t *)r.base, r.stride, n,
-                                                 Dk, k_mul, ph + t, ahead);
-            else
-                ATTN__FN(attn__decode_dot2_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n,
-                                               (const uint16_t *)r.base, r.stride, Dk, Dv, oh,
-                                               ahead);
-            continue;
-        }
-#endif
+    for (; h < P->G4; h += ATTN__HEAD_GROUP) {
         ATTN__DECODE_KERNELS(dt, ATTN__HEAD_GROUP, h)
     }
     return cursor;
@@ -7208,13 +7212,21 @@ ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g56_e4m3_lut, ATTN__FMT_E4M3_LUT, 5)
 #undef ATTN__DECODE_CHUNK_DTYPE
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk; few is the
-   pass's attn__decode_few (G = 2 or 3: the g23 functions; 5 or 6: g56). */
+/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk, the pair
+   kernels' calls to attn__decode_pair_heads; few is the pass's attn__decode_few (G = 2 or 3:
+   the g23 functions; 5 or 6: g56). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads, int t,
                                                 attn__decode_ahead *cursor, int few) {
     const int g23 = few == 2 || few == 3;
+#if ATTN__HAS_DOT2
+    attn__format fmt = ATTN__FN(attn__decode_format)(r.dt);
+    if (ATTN__FN(attn__decode_dot2_format)(fmt) && ATTN__FN(attn__decode_pairs)(P)) {
+        ATTN__FN(attn__decode_pair_heads)(P, kind, r, n, Dk, sc, heads, t, cursor, fmt);
+        return;
+    }
+#endif
 #define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
 #define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
