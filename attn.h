@@ -1919,6 +1919,7 @@ typedef struct attn__call {
     attn_gemm gemm;                 /* the prefill GEMMs' engine (an IPEX layer's: oneDNN) */
     int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
     int pairs;                      /* ... and the table's bf16 pair kernels run on this CPU */
+    int fp8_pairs;                  /* ... and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
 } attn__call;
@@ -2433,6 +2434,7 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
     c->pairs = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
+    c->fp8_pairs = c->pairs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
     c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
     c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
 }
@@ -3606,8 +3608,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
        eights, and one or two heads padded to four would cost more than their own kernels */
     P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
                     (cache->dtype == ATTN_BF16 ||
-                     (attn__is_fp8(cache->dtype) && P->G >= 3 &&
-                      (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0));
+                     (attn__is_fp8(cache->dtype) && P->G >= 3 && c->fp8_pairs));
     /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
        are, the others split in three */
     P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
@@ -7010,15 +7011,17 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8
 /* The fp8 logits and P.V above as functions of the pair kernels' target (the chunk functions have
    the pass's own), with loops of their own for each format and head count (dt and hp are not
    constants here). */
+#define ATTN__FP8_PAIRS_AS(CALL)                                                                   \
+    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) CALL(ATTN__FMT_E5M2, 8);                    \
+    else if (dt == ATTN__FMT_E5M2) CALL(ATTN__FMT_E5M2, 4);                                        \
+    else if (hp > ATTN__HEAD_GROUP) CALL(ATTN__FMT_E4M3_LUT, 8);                                   \
+    else CALL(ATTN__FMT_E4M3_LUT, 4);
 ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_dots)(
     const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
     float mul, int hp, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
 #define ATTN__FP8_DOTS(DT, HP)                                                                     \
     ATTN__FN(attn__decode_dot2_fp8_dots)(q, qs, k, DT, stride, n, Dk, mul, HP, logits, cursor)
-    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) ATTN__FP8_DOTS(ATTN__FMT_E5M2, 8);
-    else if (dt == ATTN__FMT_E5M2) ATTN__FP8_DOTS(ATTN__FMT_E5M2, 4);
-    else if (hp > ATTN__HEAD_GROUP) ATTN__FP8_DOTS(ATTN__FMT_E4M3_LUT, 8);
-    else ATTN__FP8_DOTS(ATTN__FMT_E4M3_LUT, 4);
+    ATTN__FP8_PAIRS_AS(ATTN__FP8_DOTS)
 #undef ATTN__FP8_DOTS
 }
 ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_pv)(
@@ -7026,12 +7029,10 @@ ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_pv)(
     int Dv, int hp, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
 #define ATTN__FP8_PV(DT, HP)                                                                       \
     ATTN__FN(attn__decode_dot2_fp8_pv)(p, ps, n, v, DT, stride, Dk, Dv, HP, o, cursor)
-    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) ATTN__FP8_PV(ATTN__FMT_E5M2, 8);
-    else if (dt == ATTN__FMT_E5M2) ATTN__FP8_PV(ATTN__FMT_E5M2, 4);
-    else if (hp > ATTN__HEAD_GROUP) ATTN__FP8_PV(ATTN__FMT_E4M3_LUT, 8);
-    else ATTN__FP8_PV(ATTN__FMT_E4M3_LUT, 4);
+    ATTN__FP8_PAIRS_AS(ATTN__FP8_PV)
 #undef ATTN__FP8_PV
 }
+#undef ATTN__FP8_PAIRS_AS
 #endif
 
 /* The query heads the pair kernels take at once from head h of the G4: eight over fp8 rows
@@ -7220,8 +7221,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
                                                 const attn__decode_scratch *sc, size_t heads, int t,
                                                 attn__decode_ahead *cursor, int few) {
     const int g23 = few == 2 || few == 3;
+    const attn__format fmt = ATTN__FN(attn__decode_format)(r.dt);
 #if ATTN__HAS_DOT2
-    attn__format fmt = ATTN__FN(attn__decode_format)(r.dt);
     if (ATTN__FN(attn__decode_dot2_format)(fmt) && ATTN__FN(attn__decode_pairs)(P)) {
         ATTN__FN(attn__decode_pair_heads)(P, kind, r, n, Dk, sc, heads, t, cursor, fmt);
         return;
@@ -7236,7 +7237,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
                                 ATTN__FN(attn__decode_chunk_g56_##t)(ATTN__CHUNK_ARGS);            \
                             else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
         break;
-    switch (ATTN__FN(attn__decode_format)(r.dt)) {
+    switch (fmt) {
         ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
         case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
