@@ -143,8 +143,10 @@
        four or more query heads a KV head: 16 keys by the query heads a tdpbf16ps, an f32 or
        f16 query as three bf16 terms whose sum is the query exactly, a bf16 query as it is, so
        the products are the vector kernels' and only the order of their sums differs; P.V
-       stays on AVX-512. Off by default (docs/PERF.md, decode-tiles, says why); the suite
-       defines it and tests it on emulated tiles; attn_build_info says decode_tiles=yes.
+       stays on AVX-512. Off by default: on the one AMX CPU measured it was slower than the
+       vector kernels wherever the queries are f32 (docs/PERF.md, decode-tiles); the suite
+       defines it and tests it on emulated tiles and on real ones where the CPU has them;
+       attn_build_info says decode_tiles=yes.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
