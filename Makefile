@@ -9,10 +9,11 @@ TEST_SRC := tests/test_main.c
 TEST_DEPS := attn.h $(wildcard tests/*.h tests/*.c)
 
 # Each configuration of the suite: name and flags. No -march anywhere: the AVX2/AVX-512 paths
-# are compiled in through target regions and chosen at run time.
+# are compiled in through target regions and chosen at run time. The openmp configuration also
+# puts decode's logits on the (emulated) tiles for every query dtype (ATTN_DECODE_TILES).
 CONFIGS := default openmp nosimd sanitize
 FLAGS_default  := $(OPT)
-FLAGS_openmp   := $(OPT) -fopenmp
+FLAGS_openmp   := $(OPT) -fopenmp -DATTN_TEST_DECODE_TILES_ALL
 FLAGS_nosimd   := $(OPT) -DATTN_NO_SIMD
 FLAGS_sanitize := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 

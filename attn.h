@@ -1,4 +1,4 @@
-/* attn.h - v0.4.10 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.11 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -23,8 +23,9 @@
        ATTN_NO_AMX               off            do not compile the AMX tile kernels (ATTN_ISA_AMX)
        ATTN_TILES_EMULATE        off            for tests: ATTN_ISA_AMX on any AVX2 CPU, the tile
                                                 operations emulated where the CPU has no tiles
-       ATTN_DECODE_TILES         off            paged decode's logits on the AMX tiles too (see
-                                                AMX)
+       ATTN_DECODE_TILES         off            paged decode's logits on the AMX tiles for f32
+                                                and f16 queries and four query heads a KV head
+                                                too, not only bf16 queries and eight (see AMX)
        ATTN_NO_FP8_KERNELS       off            fp8 KV caches are decoded through f32 copies of
                                                 their rows, not by kernels of their own: slower
                                                 fp8 decode, the same results, a faster build
@@ -107,10 +108,11 @@
        ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
        its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
        for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
-       keys and values. With ATTN_DECODE_TILES, a decode call on ATTN_ISA_AMX that may run its
-       logits on tiles (D a multiple of 32, G >= 4; the size query sees no cache dtype) also
-       holds per thread its query tiles, D / 32 KB for each five query heads of each KV head of
-       a work item (at most eight), and a chunk's key rows as bf16.
+       keys and values. A decode call on ATTN_ISA_AMX that may run its logits on tiles (D a
+       multiple of 32, G >= 8; the size query sees no dtypes) also holds per thread its query
+       tiles, D / 32 KB for each sixteen query heads of each KV head of a work item (at most
+       eight), and a chunk's key rows as bf16; with ATTN_DECODE_TILES from G >= 4, and for each
+       five query heads.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -138,15 +140,16 @@
        configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
        pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
        the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
-       ATTN_DECODE_TILES puts paged decode's logits (attn_paged_decode, attn_forward's decodes)
-       on the tiles too, over a bf16 or fp8 cache with a head size that is a multiple of 32 and
-       four or more query heads a KV head: 16 keys by the query heads a tdpbf16ps, an f32 or
-       f16 query as three bf16 terms whose sum is the query exactly, a bf16 query as it is, so
-       the products are the vector kernels' and only the order of their sums differs; P.V
-       stays on AVX-512. Off by default: on the one AMX CPU measured it was slower than the
-       vector kernels wherever the queries are f32 (docs/PERF.md, decode-tiles); the suite
-       defines it and tests it on emulated tiles and on real ones where the CPU has them;
-       attn_build_info says decode_tiles=yes.
+       Paged decode (attn_paged_decode, attn_forward's decodes) runs its logits on the tiles
+       for bf16 queries over a bf16 or fp8 cache with a head size that is a multiple of 32 and
+       eight or more query heads a KV head: 16 keys by up to 16 query heads a tdpbf16ps, the
+       products the vector kernels' (exact), only the order of their sums differs; P.V stays on
+       AVX-512. There the tiles measured faster than the vector kernels; with four heads, or
+       f32 and f16 queries, slower (docs/PERF.md, decode-tiles). ATTN_DECODE_TILES puts those
+       on the tiles too (f32 and f16 queries as three bf16 terms whose sum is the query
+       exactly; G >= 4), for measurement. attn_build_info says decode_tiles=bf16, or
+       decode_tiles=all with ATTN_DECODE_TILES; the suite runs both, on emulated tiles and on
+       real ones where the CPU has them.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -162,7 +165,7 @@
        be padded). exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
        follow the same rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded
        to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles
-       (ATTN_DECODE_TILES) keep an f32 query exact as three bf16 terms (for |q| from 2^-110
+       with ATTN_DECODE_TILES keep an f32 query exact as three bf16 terms (for |q| from 2^-110
        up; smaller terms count as 0). exp() is within 2.1 ulp.
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
@@ -187,6 +190,11 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.11 (2026-11-27)  paged decode on ATTN_ISA_AMX: bf16 queries with eight or more query
+                            heads a KV head over a bf16 or fp8 cache run their logits on the
+                            tiles by default (ATTN_DECODE_TILES widens it to f32 and f16
+                            queries and four heads); attn_build_info says decode_tiles=bf16
+                            or =all
        0.4.10 (2026-11-27)  paged decode, AVX-512 BF16 + VBMI: bf16 queries over an fp8 cache
                             with three or more query heads a KV head take the bf16 pair kernels
                             (fp8 exact in bf16; probabilities rounded to bf16 as over a bf16
@@ -257,8 +265,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 10
-#define ATTN_VERSION_STRING "0.4.10"
+#define ATTN_VERSION_PATCH 11
+#define ATTN_VERSION_STRING "0.4.11"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -980,9 +988,16 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #if defined(ATTN_TILES_EMULATE) && defined(ATTN__HAVE_AVX2) && !defined(ATTN_NO_AMX)
 #define ATTN__HAVE_TILE_EMULATION 1
 #endif
-/* Decode's logits on the tiles too (ATTN_DECODE_TILES, see attn__decode_tile_keys). */
-#if defined(ATTN_DECODE_TILES) && (defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION))
+/* Decode's logits on the tiles too, wherever the tile kernels are (see attn__decode_tile_keys):
+   for bf16 queries and eight or more query heads a KV head, or with ATTN_DECODE_TILES for every
+   query dtype and four or more (attn__decode_tiles_may_run). */
+#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
 #define ATTN__HAVE_DECODE_TILES 1
+#endif
+#ifdef ATTN_DECODE_TILES
+#define ATTN__DECODE_TILES_ALL 1
+#else
+#define ATTN__DECODE_TILES_ALL 0
 #endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
@@ -1151,8 +1166,10 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #else
 #define ATTN__INFO_FP8 ""
 #endif
-#ifdef ATTN__HAVE_DECODE_TILES
-#define ATTN__INFO_DECODE_TILES " decode_tiles=yes"
+#if defined(ATTN__HAVE_DECODE_TILES) && ATTN__DECODE_TILES_ALL
+#define ATTN__INFO_DECODE_TILES " decode_tiles=all"
+#elif defined(ATTN__HAVE_DECODE_TILES)
+#define ATTN__INFO_DECODE_TILES " decode_tiles=bf16"
 #else
 #define ATTN__INFO_DECODE_TILES ""
 #endif
@@ -1803,6 +1820,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
 #define ATTN__DECODE_TILE_TERMS 3  /* bf16 terms whose sum is an f32 query (decode's tiles) */
+#define ATTN__DECODE_TILE_GROUP 8  /* query heads a KV head from which decode's logits use tiles */
 
 /* The element formats the decode kernels read K/V rows in: each dtype's own, with the dtype's
    value, and e4m3 decoded through byte tables to exact values (where the pass and the CPU have
@@ -3455,12 +3473,20 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
     return max_len <= 8192 && (parts <= 1 || heads > 512) ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
 }
 
-/* Whether a decode call's logits may run on tiles (ATTN_DECODE_TILES): its ISA is ATTN_ISA_AMX
-   with the decode tile kernels, D a multiple of 32 and four or more query heads a KV head (the
-   cache's dtype decides later, attn__decode_plan_fill). What its workspace is laid out for. */
+/* Whether a decode call's logits may run on tiles: its ISA is ATTN_ISA_AMX with the decode tile
+   kernels, D a multiple of 32 and eight or more query heads a KV head (ATTN_DECODE_TILES: four;
+   the dtypes decide later, attn__decode_plan_fill). What its workspace is laid out for. Eight:
+   from there bf16 queries gain on the tiles, at four they lose, and f32 and f16 queries, split
+   in three terms, lose at both (docs/PERF.md#decode-tiles). */
 ATTN__PRIVATE int attn__decode_tiles_may_run(const attn__call *c, const attn_params *p) {
+    const int min_group = ATTN__DECODE_TILES_ALL ? ATTN__HEAD_GROUP : ATTN__DECODE_TILE_GROUP;
     return c->on_tiles && (c->k->caps & ATTN__CAP_DECODE_TILES) != 0 && p->head_size % 32 == 0 &&
-           p->num_heads / p->num_kv_heads >= ATTN__HEAD_GROUP;
+           p->num_heads / p->num_kv_heads >= min_group;
+}
+/* The bf16 terms of the query elements the tiles may see: three where f32 and f16 queries run
+   on them (ATTN_DECODE_TILES), else one (bf16 queries only). */
+ATTN__PRIVATE int attn__decode_tile_terms_max(void) {
+    return ATTN__DECODE_TILES_ALL ? ATTN__DECODE_TILE_TERMS : 1;
 }
 /* The column tiles of G query heads of `terms` bf16 terms each: 16 / terms heads a tile. */
 ATTN__PRIVATE int attn__decode_tile_cols(int G, int terms) {
@@ -3470,7 +3496,8 @@ ATTN__PRIVATE int attn__decode_tile_cols(int G, int terms) {
 /* A KV head's query tiles (attn__decode_tile_queries) in 32-bit words, for the most terms. */
 ATTN__PRIVATE size_t attn__decode_tile_words(const attn_params *p) {
     int G = p->num_heads / p->num_kv_heads;
-    return (size_t)attn__decode_tile_cols(G, ATTN__DECODE_TILE_TERMS) * (p->head_size / 32) * 256;
+    return (size_t)attn__decode_tile_cols(G, attn__decode_tile_terms_max()) *
+           (p->head_size / 32) * 256;
 }
 
 /* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
@@ -3612,8 +3639,10 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
                     (cache->dtype == ATTN_BF16 ||
                      (attn__is_fp8(cache->dtype) && P->G >= 3 && c->fp8_pairs));
     /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
-       are, the others split in three */
-    P->tile_keys = P->tile_words != 0 && (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
+       are, the others split in three (ATTN_DECODE_TILES only) */
+    P->tile_keys = P->tile_words != 0 &&
+                   (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype)) &&
+                   (a->q.dtype == ATTN_BF16 || ATTN__DECODE_TILES_ALL);
     P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
@@ -5058,7 +5087,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__E4M3_HAS_NAN(p, n) 0
 #endif
 #if ATTN__HAS_TILES && defined(ATTN__HAVE_DECODE_TILES)
-#define ATTN__HAS_DECODE_TILES 1  /* decode's logits on the tiles (ATTN_DECODE_TILES) */
+#define ATTN__HAS_DECODE_TILES 1  /* decode's logits on the tiles (attn__decode_tile_keys) */
 #else
 #define ATTN__HAS_DECODE_TILES 0
 #endif
@@ -7256,7 +7285,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
 #undef ATTN__DECODE_KERNELS
 
 #if ATTN__HAS_DECODE_TILES
-/* Decode's logits on tiles (ATTN_DECODE_TILES, attn__decode_plan.tile_keys): for each 32 dims,
+/* Decode's logits on tiles (attn__decode_plan.tile_keys): for each 32 dims,
    C[key][column] += K[key][dims] . B[dim pairs][column], the A tile 16 key rows of a chunk (bf16
    rows of the cache in place, or bf16 copies of fp8 rows, which bf16 holds exactly), the B tiles
    the query heads' bf16 terms (attn__decode_tile_queries). An f32 query is the sum of three

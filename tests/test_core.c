@@ -37,8 +37,10 @@ TEST(version_and_build_info) {
 #else
     CHECK(strstr(attn_build_info(), "amx") == NULL);
 #endif
-#ifdef ATTN__HAVE_DECODE_TILES
-    CHECK(strstr(attn_build_info(), " decode_tiles=yes") != NULL);
+#if defined(ATTN__HAVE_DECODE_TILES) && defined(ATTN_DECODE_TILES)
+    CHECK(strstr(attn_build_info(), " decode_tiles=all") != NULL);
+#elif defined(ATTN__HAVE_DECODE_TILES)
+    CHECK(strstr(attn_build_info(), " decode_tiles=bf16") != NULL);
 #else
     CHECK(strstr(attn_build_info(), "decode_tiles") == NULL);
 #endif

@@ -552,10 +552,11 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
         }
 }
 
-/* Decode's logits on tiles (ATTN_DECODE_TILES, which the suite defines; ATTN_ISA_AMX on real
-   tiles or emulated ones) over the caches bf16 holds exactly (bf16, fp8): f32 and f16 queries
-   split in three bf16 terms, bf16 queries as they are. G = 4, 8, 12, 16, 24 (one to five column
-   tiles of five heads, four at a time), 1 to 8 steps of 32 dims, block sizes that give whole
+/* Decode's logits on tiles (ATTN_ISA_AMX on real tiles or emulated ones) over the caches bf16
+   holds exactly (bf16, fp8): bf16 queries as they are from G = 8; with ATTN_DECODE_TILES (the
+   openmp configuration) f32 and f16 queries too, split in three bf16 terms, and from G = 4; the
+   other cases run the vector kernels. G = 4, 8, 12, 16, 24 (one to five column tiles of five
+   heads, four at a time), 1 to 8 steps of 32 dims, block sizes that give whole
    chunks read in place (16, 32) and partial ones copied (3, 1), the bias options; f16 and f32
    caches and G = 3 beside them take the vector kernels. f32 outputs, the vector kernels'
    tolerance, but for bf16 queries over bf16 and fp8 caches: beside real tiles (an AVX-512 BF16
@@ -590,32 +591,43 @@ TEST(decode_logits_on_tiles) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* The logits on tiles do run: an f32 query's logits sum in another order there than in the
-   vector kernels of the same table (AVX-512 beside real tiles, AVX2 beside emulated ones), so
-   the outputs differ in the last bits (the checks above hold either way: without this a path
-   that silently fell back would pass). */
+/* The logits on tiles run where they should: their logits sum in another order than the
+   vector kernels' of the same table (AVX-512 beside real tiles, AVX2 beside emulated ones), so
+   the outputs differ in the last bits from a run of that ISA (the checks above hold either way:
+   without this a path that silently fell back would pass), and where the tiles do not run they
+   are the same bits. bf16 queries over bf16 and e4m3 caches at G = 8 take them; at G = 4, and
+   f32 queries, only with ATTN_DECODE_TILES; f16 caches never. */
 TEST(decode_logits_on_tiles_are_taken) {
 #ifdef ATTN__HAVE_DECODE_TILES
+    const struct { int G; attn_dtype q, kv; int taken; } cases[] = {
+        {8, ATTN_BF16, ATTN_BF16, 1}, {8, ATTN_BF16, ATTN_FP8_E4M3, 1},
+        {16, ATTN_BF16, ATTN_FP8_E5M2, 1}, {4, ATTN_BF16, ATTN_BF16, ATTN__DECODE_TILES_ALL},
+        {8, ATTN_F32, ATTN_BF16, ATTN__DECODE_TILES_ALL}, {8, ATTN_BF16, ATTN_F16, 0}};
     if (!attn_isa_supported(ATTN_ISA_AMX)) return;
     attn_isa vec = strstr(attn_cpu_features(), "amx=yes") ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
     int lens[2] = {700, 65};
-    td_case c = td_base();
-    c.H = 16; c.Hk = 2; c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = ATTN_BF16;
-    c.f32_out = 1;
-    attn_exec e = tu_exec(ATTN_ISA_AMX, 1), ev = tu_exec(vec, 1);
-    int differ = td_execs_differ(&c, 2690, &e, &ev);
-    REQUIRE(differ >= 0);
-    CHECK_MSG(differ == 1, "ATTN_ISA_AMX and %s gave the same bits: decode's logits not on "
-              "tiles", attn_isa_name(vec));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        td_case c = td_base();
+        c.H = 2 * cases[k].G; c.Hk = 2; c.num_seqs = 2; c.lens = lens; c.D = 128;
+        c.kv_dt = cases[k].kv; c.act_dt = cases[k].q; c.f32_out = 1;
+        if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
+        attn_exec e = tu_exec(ATTN_ISA_AMX, 1), ev = tu_exec(vec, 1);
+        int differ = td_execs_differ(&c, 2690 + (uint64_t)k, &e, &ev);
+        REQUIRE(differ >= 0);
+        CHECK_MSG(differ == cases[k].taken, "G = %d, %s queries over %s: ATTN_ISA_AMX and %s "
+                  "gave %s bits", cases[k].G, attn_dtype_name(c.act_dt), attn_dtype_name(c.kv_dt),
+                  attn_isa_name(vec), differ ? "different" : "the same");
+    }
 #endif
 }
 
 /* As accurate as the vector kernels: f32 queries over bf16 and fp8 caches, G = 4 and 8, the
    largest and the mean error of the f32 outputs against the oracle on tiles at most 1.5x and
    1.25x those of the same table's vector kernels (the products are the same; only the order of
-   the sums differs). ATTN_TEST_SHOW_ERRORS=1 in the environment prints both. */
+   the sums differs). ATTN_TEST_SHOW_ERRORS=1 in the environment prints both. With
+   ATTN_DECODE_TILES only: f32 queries do not run on tiles otherwise. */
 TEST(decode_logits_on_tiles_as_accurate_as_the_vector_kernels) {
-#ifdef ATTN__HAVE_DECODE_TILES
+#if defined(ATTN__HAVE_DECODE_TILES) && defined(ATTN_DECODE_TILES)
     const attn_dtype kvs[] = {ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
     int lens[3] = {2000, 517, 64};
     if (!attn_isa_supported(ATTN_ISA_AMX)) return;

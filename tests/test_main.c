@@ -3,7 +3,9 @@
 #define _DEFAULT_SOURCE  /* mmap (test_guard.c) and threads (test_determinism.c) under -std=c99 */
 #define ATTN_IMPLEMENTATION
 #define ATTN_TILES_EMULATE  /* ATTN_ISA_AMX everywhere: emulated tiles where the CPU has none */
-#define ATTN_DECODE_TILES   /* ... and decode's logits on them */
+#ifdef ATTN_TEST_DECODE_TILES_ALL
+#define ATTN_DECODE_TILES   /* decode's logits on them for every query dtype from G = 4 */
+#endif
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
 #include "attn_test.h"
