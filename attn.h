@@ -144,12 +144,11 @@
        for bf16 queries over a bf16 or fp8 cache with a head size that is a multiple of 32 and
        eight or more query heads a KV head: 16 keys by up to 16 query heads a tdpbf16ps, the
        products the vector kernels' (exact), only the order of their sums differs; P.V stays on
-       AVX-512. There the tiles measured faster than the vector kernels; with four heads, or
-       f32 and f16 queries, slower (docs/PERF.md, decode-tiles). ATTN_DECODE_TILES puts those
-       on the tiles too (f32 and f16 queries as three bf16 terms whose sum is the query
-       exactly; G >= 4), for measurement. attn_build_info says decode_tiles=bf16, or
-       decode_tiles=all with ATTN_DECODE_TILES; the suite runs both, on emulated tiles and on
-       real ones where the CPU has them.
+       AVX-512 (docs/PERF.md, decode-tiles, says why these calls and not the others).
+       ATTN_DECODE_TILES puts f32 and f16 queries (as three bf16 terms whose sum is the query
+       exactly) and G >= 4 on the tiles too, for measurement. attn_build_info says
+       decode_tiles=bf16, or decode_tiles=all with ATTN_DECODE_TILES; the suite runs both, on
+       emulated tiles and on real ones where the CPU has them.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
@@ -1820,7 +1819,12 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
 #define ATTN__DECODE_TILE_TERMS 3  /* bf16 terms whose sum is an f32 query (decode's tiles) */
-#define ATTN__DECODE_TILE_GROUP 8  /* query heads a KV head from which decode's logits use tiles */
+/* The decode calls whose logits run on tiles (attn__decode_tiles_may_run, attn__decode_plan_fill):
+   this many query heads a KV head or more, queries of at most this many bf16 terms - bf16 queries
+   (one) from eight; with ATTN_DECODE_TILES every query dtype from four. The workspace holds query
+   tiles for that many terms. */
+#define ATTN__DECODE_TILE_GROUP (ATTN__DECODE_TILES_ALL ? ATTN__HEAD_GROUP : 8)
+#define ATTN__DECODE_TILE_QTERMS (ATTN__DECODE_TILES_ALL ? ATTN__DECODE_TILE_TERMS : 1)
 
 /* The element formats the decode kernels read K/V rows in: each dtype's own, with the dtype's
    value, and e4m3 decoded through byte tables to exact values (where the pass and the CPU have
@@ -3474,19 +3478,11 @@ ATTNDEF attn_paged_version attn_paged_decode_version(const attn_params *params,
 }
 
 /* Whether a decode call's logits may run on tiles: its ISA is ATTN_ISA_AMX with the decode tile
-   kernels, D a multiple of 32 and eight or more query heads a KV head (ATTN_DECODE_TILES: four;
-   the dtypes decide later, attn__decode_plan_fill). What its workspace is laid out for. Eight:
-   from there bf16 queries gain on the tiles, at four they lose, and f32 and f16 queries, split
-   in three terms, lose at both (docs/PERF.md#decode-tiles). */
+   kernels, D a multiple of 32 and ATTN__DECODE_TILE_GROUP or more query heads a KV head (the
+   dtypes decide later, attn__decode_plan_fill). What its workspace is laid out for. */
 ATTN__PRIVATE int attn__decode_tiles_may_run(const attn__call *c, const attn_params *p) {
-    const int min_group = ATTN__DECODE_TILES_ALL ? ATTN__HEAD_GROUP : ATTN__DECODE_TILE_GROUP;
     return c->on_tiles && (c->k->caps & ATTN__CAP_DECODE_TILES) != 0 && p->head_size % 32 == 0 &&
-           p->num_heads / p->num_kv_heads >= min_group;
-}
-/* The bf16 terms of the query elements the tiles may see: three where f32 and f16 queries run
-   on them (ATTN_DECODE_TILES), else one (bf16 queries only). */
-ATTN__PRIVATE int attn__decode_tile_terms_max(void) {
-    return ATTN__DECODE_TILES_ALL ? ATTN__DECODE_TILE_TERMS : 1;
+           p->num_heads / p->num_kv_heads >= ATTN__DECODE_TILE_GROUP;
 }
 /* The column tiles of G query heads of `terms` bf16 terms each: 16 / terms heads a tile. */
 ATTN__PRIVATE int attn__decode_tile_cols(int G, int terms) {
@@ -3496,8 +3492,7 @@ ATTN__PRIVATE int attn__decode_tile_cols(int G, int terms) {
 /* A KV head's query tiles (attn__decode_tile_queries) in 32-bit words, for the most terms. */
 ATTN__PRIVATE size_t attn__decode_tile_words(const attn_params *p) {
     int G = p->num_heads / p->num_kv_heads;
-    return (size_t)attn__decode_tile_cols(G, attn__decode_tile_terms_max()) *
-           (p->head_size / 32) * 256;
+    return (size_t)attn__decode_tile_cols(G, ATTN__DECODE_TILE_QTERMS) * (p->head_size / 32) * 256;
 }
 
 /* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
@@ -3638,12 +3633,11 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
                     (cache->dtype == ATTN_BF16 ||
                      (attn__is_fp8(cache->dtype) && P->G >= 3 && c->fp8_pairs));
-    /* the logits on tiles over the caches whose values bf16 holds exactly; bf16 queries as they
-       are, the others split in three (ATTN_DECODE_TILES only) */
-    P->tile_keys = P->tile_words != 0 &&
-                   (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype)) &&
-                   (a->q.dtype == ATTN_BF16 || ATTN__DECODE_TILES_ALL);
+    /* the logits on tiles over the caches whose values bf16 holds exactly, for the queries whose
+       terms the workspace holds: bf16 queries as they are, the others split in three */
     P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
+    P->tile_keys = P->tile_words != 0 && P->tile_terms <= ATTN__DECODE_TILE_QTERMS &&
+                   (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
