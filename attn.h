@@ -1,4 +1,4 @@
-/* attn.h - v0.4.11 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.12 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -112,7 +112,9 @@
        multiple of 32, G >= 8; the size query sees no dtypes) also holds per thread its query
        tiles, D / 32 KB for each sixteen query heads of each KV head of a work item (at most
        eight), and a chunk's key rows as bf16; with ATTN_DECODE_TILES from G >= 4, and for each
-       five query heads.
+       five query heads. From G >= 16 it also holds per thread P.V's tiles: accumulators,
+       D / 16 KB for each sixteen query heads of each KV head of a work item, and a chunk's
+       values in pairs of keys (D / 16 KB) and probabilities (1 KB).
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -143,8 +145,11 @@
        Paged decode (attn_paged_decode, attn_forward's decodes) runs its logits on the tiles
        for bf16 queries over a bf16 or fp8 cache with a head size that is a multiple of 32 and
        eight or more query heads a KV head: 16 keys by up to 16 query heads a tdpbf16ps, the
-       products the vector kernels' (exact), only the order of their sums differs; P.V stays on
-       AVX-512 (docs/PERF.md, decode-tiles, says why these calls and not the others).
+       products the vector kernels' (exact), only the order of their sums differs. With sixteen
+       or more query heads a KV head (exec.f32_probs 0) P.V runs on the tiles too: up to 16
+       heads' bf16 probabilities of a 16-key chunk by its value rows in pairs of keys, the
+       products again the pair kernels'; with fewer, P.V stays on AVX-512 (docs/PERF.md,
+       decode-tiles and decode-tile-values, says why these calls and not the others).
        ATTN_DECODE_TILES puts f32 and f16 queries (as three bf16 terms whose sum is the query
        exactly) and G >= 4 on the tiles too, for measurement. attn_build_info says
        decode_tiles=bf16, or decode_tiles=all with ATTN_DECODE_TILES; the suite runs both, on
@@ -189,6 +194,9 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.12 (2026-11-27)  paged decode on ATTN_ISA_AMX: bf16 queries with sixteen or more
+                            query heads a KV head over a bf16 or fp8 cache run P.V on the
+                            tiles too (probabilities rounded to bf16, as before)
        0.4.11 (2026-11-27)  paged decode on ATTN_ISA_AMX: bf16 queries with eight or more query
                             heads a KV head over a bf16 or fp8 cache run their logits on the
                             tiles by default (ATTN_DECODE_TILES widens it to f32 and f16
@@ -264,8 +272,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 11
-#define ATTN_VERSION_STRING "0.4.11"
+#define ATTN_VERSION_PATCH 12
+#define ATTN_VERSION_STRING "0.4.12"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -1825,6 +1833,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
    tiles for that many terms. */
 #define ATTN__DECODE_TILE_GROUP (ATTN__DECODE_TILES_ALL ? ATTN__HEAD_GROUP : 8)
 #define ATTN__DECODE_TILE_QTERMS (ATTN__DECODE_TILES_ALL ? ATTN__DECODE_TILE_TERMS : 1)
+/* ... and whose P.V runs on tiles too: bf16 queries (attn__decode_tile_values) from 16 heads a
+   KV head, which fill the A tile's rows (docs/PERF.md#decode-tile-values) */
+#define ATTN__DECODE_TILE_VALUES_GROUP 16
 
 /* The element formats the decode kernels read K/V rows in: each dtype's own, with the dtype's
    value, and e4m3 decoded through byte tables to exact values (where the pass and the CPU have
@@ -1854,6 +1865,7 @@ typedef struct attn__decode_plan {
     int bf16_pairs;              /* bf16 q, a bf16 cache (or fp8 with G >= 3), D % 32 == 0:
                                     eligible for the pair kernels (attn__decode_pairs) */
     int tile_keys;               /* the logits run on tiles (attn__decode_tile_keys) */
+    int tile_values;             /* and P.V, bf16 probabilities (attn__decode_tile_values) */
     int tile_terms, tile_cols;   /* bf16 terms of a query (attn__decode_tile_queries), and the
                                     column tiles of a KV head's query heads */
     float tile_scale;            /* q_mul x k_scale x the rows' fold (attn__decode_tile_fold) */
@@ -1876,24 +1888,42 @@ typedef struct attn__decode_scratch {
     float *o;       /* [span][G4][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
     uint32_t *qt;   /* [span][tile_words] query tiles (tile_words 0: none) */
-    uint16_t *kt;   /* [DECODE_CHUNK][Dv] bf16 key rows for the tiles, when not read in place */
+    uint16_t *kt;   /* [DECODE_CHUNK][Dv] bf16 key or value rows for the tiles, when not read
+                       in place */
+    float *ct;      /* [span][G4 / 16 up][Dv / 16][16 heads][16 dims] P.V on tiles (C tiles) */
+    uint32_t *vt;   /* [16][Dv] a chunk's value rows in pairs of keys (B tiles; rows 8-15: 0) */
+    uint16_t *pt;   /* [16 heads][32 keys] a chunk's bf16 probabilities (A tile; keys 16-31: 0) */
 } attn__decode_scratch;
 
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G4, int Dv, size_t tile_words,
-                                                 char *base, attn__decode_scratch *s) {
+/* Lays out one thread's decode scratch at base (NULL: only measures) and returns its size: with
+   tile_words, query tiles and bf16 rows for the logits on tiles, and with G at
+   ATTN__DECODE_TILE_VALUES_GROUP or more the operands of P.V on tiles too. */
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv,
+                                                 size_t tile_words, char *base,
+                                                 attn__decode_scratch *s) {
     char *c = base;
     size_t heads = (size_t)span * G4;
     float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *t = (float *)attn__carve(&c, sizeof(float) * (size_t)ATTN__DECODE_CHUNK * Dv);
-    uint32_t *qt = NULL;
-    uint16_t *kt = NULL;
+    uint32_t *qt = NULL, *vt = NULL;
+    uint16_t *kt = NULL, *pt = NULL;
+    float *ct = NULL;
     if (tile_words) {
         qt = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * (size_t)span * tile_words);
         kt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * (size_t)ATTN__DECODE_CHUNK * Dv);
     }
-    if (s) { s->q = q; s->p = p; s->o = o; s->tile = t; s->qt = qt; s->kt = kt; }
+    if (tile_words && G >= ATTN__DECODE_TILE_VALUES_GROUP) {
+        size_t groups = (size_t)(G4 + 15) / 16;
+        ct = (float *)attn__carve(&c, sizeof(float) * (size_t)span * groups * (size_t)Dv * 16);
+        vt = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * 16 * (size_t)Dv);
+        pt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * 16 * 32);
+    }
+    if (s) {
+        s->q = q; s->p = p; s->o = o; s->tile = t; s->qt = qt; s->kt = kt;
+        s->ct = ct; s->vt = vt; s->pt = pt;
+    }
     return (size_t)(c - base);
 }
 
@@ -2286,7 +2316,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
 #define ATTN__CAP_E4M3_LUT ATTN__CPU_AVX512VBMI    /* e4m3 byte tables (ATTN__HAS_E4M3_LUT) */
 #define ATTN__CAP_TILES (1 << 20)  /* tile kernels for bf16 prefill (ATTN__HAS_TILES): used when
                                       the call's ISA is ATTN_ISA_AMX, which picks the table */
-#define ATTN__CAP_DECODE_TILES (1 << 21)  /* decode's logits on tiles (ATTN__HAS_DECODE_TILES) */
+#define ATTN__CAP_DECODE_TILES (1 << 21)  /* decode on tiles (ATTN__HAS_DECODE_TILES) */
 
 /* ---------------------------------------------------------------------------------------------
    [I] Kernel instantiation. The kernel pass, sections [S] to [Y] at the end of this file,
@@ -2311,20 +2341,21 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16
        attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
        attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
-       attn__decode_small attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_dots
-       attn__decode_tile_fp8 attn__decode_tile_keys attn__decode_tile_logits
-       attn__decode_tile_queries attn__decode_tile_rows attn__decode_unpack_order
-       attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q
-       attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs attn__load_queries
-       attn__logits_of attn__pack_key_tiles attn__pack_value_cols attn__pack_value_pairs
-       attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl attn__pv_dot2_micro
-       attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro attn__qk_tiles
-       attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows attn__table
-       attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
-       attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
-       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
-       attn__vtanh */
+       attn__decode_small attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_acc
+       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_fp8_pairs
+       attn__decode_tile_fp8_pairs_as attn__decode_tile_fp8_tables attn__decode_tile_keys
+       attn__decode_tile_logits attn__decode_tile_out attn__decode_tile_probs attn__decode_tile_pv
+       attn__decode_tile_queries attn__decode_tile_rows attn__decode_tile_value_pairs
+       attn__decode_tile_values attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between
+       attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
+       attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
+       attn__pack_value_cols attn__pack_value_pairs attn__prefetch_tile attn__prefill_item
+       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro
+       attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes
+       attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store
+       attn__tile_file attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values attn__tiles_begin
+       attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -3515,7 +3546,7 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
     int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
     size_t tile_words = attn__decode_tiles_may_run(c, p) ? attn__decode_tile_words(p) : 0;
     size_t per_thread =
-            attn__align_up(attn__decode_scratch_layout(span, G4, Dv, tile_words, NULL, NULL));
+            attn__align_up(attn__decode_scratch_layout(span, G, G4, Dv, tile_words, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         P->part_start = (int64_t *)a;
@@ -3638,6 +3669,10 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
     P->tile_keys = P->tile_words != 0 && P->tile_terms <= ATTN__DECODE_TILE_QTERMS &&
                    (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
+    /* P.V on tiles too where the probabilities may be rounded to bf16: bf16 queries, as the
+       pair kernels do */
+    P->tile_values = P->tile_keys && a->q.dtype == ATTN_BF16 && c->bf16_probs &&
+                     P->G >= ATTN__DECODE_TILE_VALUES_GROUP;
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
@@ -4691,6 +4726,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #endif
 #define ATTN__VI __m512i
 #define ATTN__VLOADI(p) _mm512_loadu_si512((const void *)(p))
+#define ATTN__VSTOREI(p, v) _mm512_storeu_si512((void *)(p), (v))
 #define ATTN__VSET1I(x) _mm512_set1_epi32((int)(x))
 #define ATTN__VDOT2(acc, a, b) _mm512_dpbf16_ps((acc), (__m512bh)(a), (__m512bh)(b))
 #define ATTN__VPAIR_BF16(dst, a, b, n) attn__pair_rows__avx512((dst), (a), (b), (n))
@@ -5081,7 +5117,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__E4M3_HAS_NAN(p, n) 0
 #endif
 #if ATTN__HAS_TILES && defined(ATTN__HAVE_DECODE_TILES)
-#define ATTN__HAS_DECODE_TILES 1  /* decode's logits on the tiles (attn__decode_tile_keys) */
+#define ATTN__HAS_DECODE_TILES 1  /* decode on the tiles (attn__decode_tile_keys, _values) */
 #else
 #define ATTN__HAS_DECODE_TILES 0
 #endif
@@ -7287,7 +7323,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
    the tiles read subnormal bf16 as 0), each term's products are exact in f32, and a head's
    logit is the sum of its terms' columns, smallest first: no f32 query is rounded to bf16. A
    bf16 query is one term, unscaled, and its logits take the scale, as the pair kernels do.
-   The value pass stays on the vector kernels. */
+   The value pass runs on the vector kernels, or from G = 16 on tiles (attn__decode_tile_values). */
 
 /* KV head g's query terms as B tiles at qt: column tile c, dims [32 s, 32 s + 32) at
    qt + (c S + s) 256 (S = D / 32), row i = dims 32 s + 2 i and + 1 as one bf16 pair; a column
@@ -7429,6 +7465,170 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
         }
     }
 }
+
+/* P.V on tiles (attn__decode_plan.tile_values, bf16 queries: the probabilities rounded to bf16
+   as the pair kernels round them): for each 16 dims, C[head][dims] += A[head][keys] .
+   B[pairs of keys][dims], A the chunk's bf16 probabilities of up to 16 query heads (keys 16-31
+   of the tile 0), B its value rows interleaved by pairs of keys (bf16 rows of the cache, or
+   bf16 copies of fp8 rows as value / fold; pairs 8-15 0). The C tiles are a KV head's
+   accumulators in the scratch (sc->ct), loaded and stored around each chunk: the pass visits
+   every KV head of its span between two chunks of one. The products are the pair kernels'
+   (exact); only the order of their sums differs. */
+
+/* The value rows v (bf16, D a row; row n 0 when n is odd) of a chunk of n keys as pairs of keys
+   into rows 0-7 of vt (D pairs a row; pairs past the chunk 0). The cursor asks for the next
+   rows at the pace of the rows read. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pairs)(const uint16_t *v, int n, int D,
+                                                           uint32_t *vt,
+                                                           attn__decode_ahead *ahead) {
+    int i = 0;
+    for (; i < (n + 1) / 2; i++) {
+        ATTN__VPAIR_BF16(vt + (size_t)i * D, v + (size_t)2 * i * D, v + (size_t)(2 * i + 1) * D,
+                         D);
+        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * D, (int)ahead->heads);
+    }
+    for (; i < ATTN__DECODE_CHUNK / 2; i++) memset(vt + (size_t)i * D, 0, sizeof(uint32_t) * D);
+}
+
+#if ATTN__HAS_FP8_PAIRS
+/* As attn__decode_tile_value_pairs from the fp8 codes of the rows v (D a row) through the pair
+   kernels' byte tables (dt: ATTN__FMT_E5M2 or _E4M3_LUT, a constant after inlining; the values
+   themselves, not value / fold): one pass, no bf16 copy of the rows. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_fp8_pairs_as)(
+    const uint8_t *v, int n, int D, attn__format dt, uint32_t *vt, attn__decode_ahead *ahead) {
+    int i = 0;
+    for (; i < (n + 1) / 2; i++) {
+        const uint8_t *a = v + (size_t)2 * i * D, *b = 2 * i + 1 < n ? a + D : NULL;
+        for (int d = 0; d < D; d += ATTN__L)
+            ATTN__VSTOREI(vt + (size_t)i * D + d, ATTN__VPAIRI_FP8(a + d, b ? b + d : NULL, dt));
+        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * D, (int)ahead->heads);
+    }
+    for (; i < ATTN__DECODE_CHUNK / 2; i++) memset(vt + (size_t)i * D, 0, sizeof(uint32_t) * D);
+}
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_fp8_pairs)(const uint8_t *v, int n, int D,
+                                                         attn_dtype dt, uint32_t *vt,
+                                                         attn__decode_ahead *ahead) {
+    if (dt == ATTN_FP8_E5M2)
+        ATTN__FN(attn__decode_tile_fp8_pairs_as)(v, n, D, ATTN__FMT_E5M2, vt, ahead);
+    else
+        ATTN__FN(attn__decode_tile_fp8_pairs_as)(v, n, D, ATTN__FMT_E4M3_LUT, vt, ahead);
+}
+#endif
+
+/* Whether P.V on tiles reads fp8 value rows through the byte tables (the values themselves),
+   rather than as bf16 copies of value / fold (attn__decode_tile_rows). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_tile_fp8_tables)(const attn__decode_plan *P) {
+#if ATTN__HAS_FP8_PAIRS
+    return attn__is_fp8(P->kv_dtype) && ATTN__E4M3_LUT_READY();
+#else
+    (void)P;
+    return 0;
+#endif
+}
+
+/* The A tile pt[16 heads][32 keys]: the probabilities of nh heads (rows of p, PSTRIDE apart)
+   for the n keys of a chunk as bf16 (RNE, as attn__decode_probs_bf16 rounds them), the other
+   heads and keys of the first 16 0; keys 16-31 stay as they are (0). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_probs)(const float *p, int nh, int n,
+                                                     uint16_t *pt) {
+    for (int r = 0; r < 16; r++) {
+        const float *pr = p + (size_t)r * ATTN__DECODE_PSTRIDE;
+        uint16_t *row = pt + 32 * r;
+        if (r < nh && n == ATTN__DECODE_CHUNK)
+            for (int k = 0; k < ATTN__DECODE_CHUNK; k += ATTN__L)
+                ATTN__VSTORE_BF16(row + k, ATTN__VLOAD(pr + k));
+        else
+            for (int k = 0; k < ATTN__DECODE_CHUNK; k++)
+                row[k] = r < nh && k < n ? attn_f32_to_bf16(pr[k]) : 0;
+    }
+}
+
+/* C tiles ct[D / 16][16 heads][16 dims] += A (pt) . B (the rows of vt, D pairs a row), two or
+   four C tiles at a time (D is a multiple of 32); first: start them at 0. */
+ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_tile_pv)(const uint16_t *pt,
+                                                                    const uint32_t *vt, int D,
+                                                                    float *ct, int first) {
+    ATTN__FN(attn__tile_file) tf;
+    size_t vs = sizeof(uint32_t) * (size_t)D;
+    (void)tf;
+#define ATTN__TILE_C(c) (ct + ((size_t)j + (c)) * 256)
+#define ATTN__TILE_V(c) (vt + ((size_t)j + (c)) * 16)
+#define ATTN__TILE_C_IN(c)                                                                         \
+    if (first) ATTN__TZERO(tf, c);                                                                 \
+    else ATTN__TLOAD(tf, c, ATTN__TILE_C(c), 64)
+    ATTN__TILE_FENCE();
+    ATTN__TLOAD(tf, 4, pt, 64);
+    for (int j = 0; j < D / 16; j += 4) {
+        int four = j + 4 <= D / 16;
+        ATTN__TILE_C_IN(0);
+        ATTN__TILE_C_IN(1);
+        ATTN__TLOAD(tf, 5, ATTN__TILE_V(0), vs);
+        ATTN__TDP(tf, 0, 4, 5);
+        ATTN__TLOAD(tf, 6, ATTN__TILE_V(1), vs);
+        ATTN__TDP(tf, 1, 4, 6);
+        if (four) {
+            ATTN__TILE_C_IN(2);
+            ATTN__TILE_C_IN(3);
+            ATTN__TLOAD(tf, 7, ATTN__TILE_V(2), vs);
+            ATTN__TDP(tf, 2, 4, 7);
+            ATTN__TLOAD(tf, 5, ATTN__TILE_V(3), vs);
+            ATTN__TDP(tf, 3, 4, 5);
+        }
+        ATTN__TSTORE(tf, 0, ATTN__TILE_C(0), 64);
+        ATTN__TSTORE(tf, 1, ATTN__TILE_C(1), 64);
+        if (four) {
+            ATTN__TSTORE(tf, 2, ATTN__TILE_C(2), 64);
+            ATTN__TSTORE(tf, 3, ATTN__TILE_C(3), 64);
+        }
+    }
+    ATTN__TILE_FENCE();
+#undef ATTN__TILE_C_IN
+#undef ATTN__TILE_V
+#undef ATTN__TILE_C
+}
+
+/* P.V of a KV head's G query heads for the n keys of a chunk (rows: the cache's; p: head 0's
+   probabilities at the chunk) into its C tiles ct, sixteen heads at a time; first: the
+   partition's first chunk. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_values)(const attn__decode_plan *P,
+                                                      const char *rows, int n,
+                                                      const attn__decode_scratch *sc,
+                                                      const float *p, float *ct, int first,
+                                                      attn__decode_ahead *ahead) {
+    int D = P->D;
+#if ATTN__HAS_FP8_PAIRS
+    if (ATTN__FN(attn__decode_tile_fp8_tables)(P))
+        ATTN__FN(attn__decode_tile_fp8_pairs)((const uint8_t *)rows, n, D, P->kv_dtype, sc->vt,
+                                              ahead);
+    else
+#endif
+    {
+        size_t row_bytes;
+        const uint16_t *v = ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes);
+        ATTN__FN(attn__decode_tile_value_pairs)(v, n, D, sc->vt, ahead);
+    }
+    for (int h0 = 0; h0 < P->G; h0 += 16) {
+        ATTN__FN(attn__decode_tile_probs)(p + (size_t)h0 * ATTN__DECODE_PSTRIDE,
+                                          ATTN__MIN(16, P->G - h0), n, sc->pt);
+        ATTN__FN(attn__decode_tile_pv)(sc->pt, sc->vt, D, ct + (size_t)h0 * D, first);
+    }
+}
+
+/* The C tiles of P.V of the span's KV head i. */
+ATTN__PRIVATE float *ATTN__FN(attn__decode_tile_acc)(const attn__decode_plan *P,
+                                                     const attn__decode_scratch *sc, int i) {
+    return sc->ct + (size_t)i * ((P->G4 + 15) / 16) * 16 * P->Dv;
+}
+
+/* A KV head's C tiles of P.V (ct) as the partition's outputs po[G][D], times mul. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_out)(const attn__decode_plan *P, const float *ct,
+                                                   float mul, float *po) {
+    for (int h = 0; h < P->G; h++)
+        for (int d = 0; d < P->D; d++)
+            po[(size_t)h * P->D + d] =
+                    ct[(size_t)(h / 16) * 16 * P->D + (size_t)(d / 16) * 256 + (h % 16) * 16 +
+                       d % 16] * mul;
+}
 #endif
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1): a
@@ -7475,6 +7675,14 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                         P, ATTN__FN(attn__decode_chunk_at)(P, cache, cur.blk, g, cur.off + c), m,
                         sc, sc->qt + (size_t)(g - g0) * P->tile_words,
                         sc->p + heads * ATTN__DECODE_PSTRIDE + (cur.j - lo) + c, &ahead);
+                    continue;
+                }
+                if (kind == 1 && P->tile_values) {
+                    int t = (int)(cur.j - lo) + c;
+                    ATTN__FN(attn__decode_tile_values)(
+                        P, ATTN__FN(attn__decode_chunk_at)(P, cache, cur.blk, g, cur.off + c), m,
+                        sc, sc->p + heads * ATTN__DECODE_PSTRIDE + t,
+                        ATTN__FN(attn__decode_tile_acc)(P, sc, g - g0), t == 0, &ahead);
                     continue;
                 }
 #endif
@@ -7556,7 +7764,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
     for (h = G, n_heads = ATTN__FN(attn__decode_heads)(P); h < n_heads; h++)  /* padding: 0 */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
-    for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P); h++)
+    for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P) && !P->tile_values; h++)
         ATTN__FN(attn__decode_probs_bf16)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n);
 #endif
 }
@@ -7590,7 +7798,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         }
         return;
     }
-    attn__decode_scratch_layout(g1 - g0, G4, Dv, P->tile_words,
+    attn__decode_scratch_layout(g1 - g0, G, G4, Dv, P->tile_words,
                                 P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     for (g = g0; g < g1; g++) {
@@ -7612,6 +7820,22 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
                                              sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
+#if ATTN__HAS_DECODE_TILES
+    if (P->tile_values) {  /* P.V on tiles (attn__decode_tile_values) */
+        memset(sc.pt, 0, sizeof(uint16_t) * 16 * 32);
+        memset(sc.vt + (size_t)8 * Dv, 0, sizeof(uint32_t) * 8 * (size_t)Dv);
+        ATTN__FN(attn__tiles_begin)();
+        ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
+        ATTN__FN(attn__tiles_end)();
+        for (g = g0; g < g1; g++)
+            ATTN__FN(attn__decode_tile_out)(
+                P, ATTN__FN(attn__decode_tile_acc)(P, &sc, g - g0),
+                ATTN__FN(attn__decode_tile_fp8_tables)(P)
+                        ? P->v_scale : P->v_scale * attn__decode_tile_fold(P->kv_dtype),
+                attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G);
+        return;
+    }
+#endif
     ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
@@ -7735,6 +7959,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__DOT2_TARGET
 #undef ATTN__VI
 #undef ATTN__VLOADI
+#undef ATTN__VSTOREI
 #undef ATTN__VSET1I
 #undef ATTN__VDOT2
 #undef ATTN__VPAIR_BF16

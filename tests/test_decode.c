@@ -563,7 +563,9 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
    table) they take the pair kernels' value pass, so half their cases run with f32_probs (the
    f32 value pass, the tight tolerance) and half with the probabilities rounded to bf16, to the
    pair kernels' bound (decode_bf16_pair_kernels; |v| <= 1.024 here, e4m3 rounding 250 up to 256).
-   Beside emulated tiles (an AVX2 table) both run the f32 value pass. */
+   Beside emulated tiles (an AVX2 table) both run the f32 value pass, but from G = 16 (here
+   16 / 2, 24 / 2), where P.V runs on the tiles with the probabilities rounded to bf16
+   (attn__decode_tile_values; on real tiles too). */
 TEST(decode_logits_on_tiles) {
     const int Ds[] = {32, 64, 96, 128, 256}, bss[] = {16, 3, 32, 1};
     const int HHk[][2] = {{8, 2}, {16, 2}, {24, 2}, {32, 2}, {48, 2}, {4, 1}, {6, 2}};
@@ -617,6 +619,47 @@ TEST(decode_logits_on_tiles_are_taken) {
         CHECK_MSG(differ == cases[k].taken, "G = %d, %s queries over %s: ATTN_ISA_AMX and %s "
                   "gave %s bits", cases[k].G, attn_dtype_name(c.act_dt), attn_dtype_name(c.kv_dt),
                   attn_isa_name(vec), differ ? "different" : "the same");
+    }
+#endif
+}
+
+/* P.V on tiles runs where it should: bf16 queries with 16 or more query heads a KV head over bf16
+   and fp8 caches (exec.f32_probs 0). The queries are 0 and ALiBi on, so every path's logits
+   are the same (the slope times the distance) and so are its probabilities: only where P.V runs
+   on tiles do the sums of the values run in another order than the vector kernels' of the same
+   table, and the bits differ; at G = 8, f32_probs = 1 and over f16 they are the same bits.
+   (Without ALiBi the probabilities would all be 1 and the sums of bf16 values exact in any
+   order.) */
+TEST(decode_values_on_tiles_are_taken) {
+#ifdef ATTN__HAVE_DECODE_TILES
+    const struct { int G; attn_dtype kv; int f32_probs, taken; } cases[] = {
+        {16, ATTN_BF16, 0, 1}, {16, ATTN_FP8_E4M3, 0, 1}, {32, ATTN_FP8_E5M2, 0, 1},
+        {24, ATTN_BF16, 0, 1}, {8, ATTN_BF16, 0, 0}, {16, ATTN_BF16, 1, 0},
+        {16, ATTN_F16, 0, 0}};
+    if (!attn_isa_supported(ATTN_ISA_AMX)) return;
+    attn_isa vec = strstr(attn_cpu_features(), "amx=yes") ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
+    int lens[2] = {700, 65};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        td_case c = td_base();
+        c.H = 2 * cases[k].G; c.Hk = 2; c.num_seqs = 2; c.lens = lens; c.D = 128;
+        c.kv_dt = cases[k].kv; c.act_dt = ATTN_BF16; c.f32_out = 1;
+        c.f32_probs = cases[k].f32_probs; c.alibi = 1;
+        if (attn__is_fp8(c.kv_dt)) c.v_scale = 0.004f;
+        td_data d;
+        td_make(&c, 2720 + (uint64_t)k, &d);
+        memset(d.q, 0, (size_t)c.num_seqs * c.H * c.D * attn_dtype_size(c.act_dt));
+        size_t n = (size_t)c.num_seqs * c.H * c.D;
+        float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
+        attn_exec e = tu_exec(ATTN_ISA_AMX, 1), ev = tu_exec(vec, 1);
+        e.f32_probs = ev.f32_probs = c.f32_probs;
+        REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
+        REQUIRE(td_run(&c, &d, &ev, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
+        int differ = memcmp(a, b, n * 4) != 0;
+        CHECK_MSG(differ == cases[k].taken, "G = %d over %s, f32_probs %d: ATTN_ISA_AMX and %s "
+                  "gave %s bits", cases[k].G, attn_dtype_name(c.kv_dt), c.f32_probs,
+                  attn_isa_name(vec), differ ? "different" : "the same");
+        free(a); free(b);
+        td_free(&d);
     }
 #endif
 }
@@ -1018,6 +1061,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_fp8_pairs_decode_every_code_exactly),                                   \
     ATTN_TEST_ENTRY(decode_logits_on_tiles),                                                       \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_are_taken),                                             \
+    ATTN_TEST_ENTRY(decode_values_on_tiles_are_taken),                                             \
     ATTN_TEST_ENTRY(decode_logits_on_tiles_as_accurate_as_the_vector_kernels),                     \
     ATTN_TEST_ENTRY(decode_tile_queries_sum_to_the_query),                                         \
     ATTN_TEST_ENTRY(decode_tile_fp8_rows_are_exact),                                               \
