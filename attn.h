@@ -1890,7 +1890,7 @@ typedef struct attn__decode_scratch {
     uint32_t *qt;   /* [span][tile_words] query tiles (tile_words 0: none) */
     uint16_t *kt;   /* [DECODE_CHUNK][Dv] bf16 key or value rows for the tiles, when not read
                        in place */
-    float *ct;      /* [span][G4 / 16 up][Dv / 16][16 heads][16 dims] P.V on tiles (C tiles) */
+    float *ct;      /* [span][(G4 + 15) / 16][Dv / 16][16 heads][16 dims] P.V on tiles (C) */
     uint32_t *vt;   /* [16][Dv] a chunk's value rows in pairs of keys (B tiles; rows 8-15: 0) */
     uint16_t *pt;   /* [16 heads][32 keys] a chunk's bf16 probabilities (A tile; keys 16-31: 0) */
 } attn__decode_scratch;
@@ -7553,27 +7553,21 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_tile_pv)(const uint16
     (void)tf;
 #define ATTN__TILE_C(c) (ct + ((size_t)j + (c)) * 256)
 #define ATTN__TILE_V(c) (vt + ((size_t)j + (c)) * 16)
-#define ATTN__TILE_C_IN(c)                                                                         \
-    if (first) ATTN__TZERO(tf, c);                                                                 \
-    else ATTN__TLOAD(tf, c, ATTN__TILE_C(c), 64)
+/* C tile c (0 or the accumulators) += A . B tile b (the values of dims 16 (j + c) ..) */
+#define ATTN__TILE_PV(c, b)                                                                        \
+    do {                                                                                           \
+        if (first) ATTN__TZERO(tf, c);                                                             \
+        else ATTN__TLOAD(tf, c, ATTN__TILE_C(c), 64);                                              \
+        ATTN__TLOAD(tf, b, ATTN__TILE_V(c), vs);                                                   \
+        ATTN__TDP(tf, c, 4, b);                                                                    \
+    } while (0)
     ATTN__TILE_FENCE();
     ATTN__TLOAD(tf, 4, pt, 64);
     for (int j = 0; j < D / 16; j += 4) {
         int four = j + 4 <= D / 16;
-        ATTN__TILE_C_IN(0);
-        ATTN__TILE_C_IN(1);
-        ATTN__TLOAD(tf, 5, ATTN__TILE_V(0), vs);
-        ATTN__TDP(tf, 0, 4, 5);
-        ATTN__TLOAD(tf, 6, ATTN__TILE_V(1), vs);
-        ATTN__TDP(tf, 1, 4, 6);
-        if (four) {
-            ATTN__TILE_C_IN(2);
-            ATTN__TILE_C_IN(3);
-            ATTN__TLOAD(tf, 7, ATTN__TILE_V(2), vs);
-            ATTN__TDP(tf, 2, 4, 7);
-            ATTN__TLOAD(tf, 5, ATTN__TILE_V(3), vs);
-            ATTN__TDP(tf, 3, 4, 5);
-        }
+        ATTN__TILE_PV(0, 5);
+        ATTN__TILE_PV(1, 6);
+        if (four) { ATTN__TILE_PV(2, 7); ATTN__TILE_PV(3, 5); }
         ATTN__TSTORE(tf, 0, ATTN__TILE_C(0), 64);
         ATTN__TSTORE(tf, 1, ATTN__TILE_C(1), 64);
         if (four) {
@@ -7582,7 +7576,7 @@ ATTN__TILE_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_tile_pv)(const uint16
         }
     }
     ATTN__TILE_FENCE();
-#undef ATTN__TILE_C_IN
+#undef ATTN__TILE_PV
 #undef ATTN__TILE_V
 #undef ATTN__TILE_C
 }
