@@ -2340,22 +2340,24 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_pair_order attn__decode_pairs attn__decode_partition attn__decode_parts_store
        attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16
        attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
-       attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
-       attn__decode_small attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_acc
-       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_fp8_pairs
-       attn__decode_tile_fp8_pairs_as attn__decode_tile_fp8_tables attn__decode_tile_keys
-       attn__decode_tile_logits attn__decode_tile_out attn__decode_tile_probs attn__decode_tile_pv
-       attn__decode_tile_queries attn__decode_tile_rows attn__decode_tile_value_pairs
-       attn__decode_tile_values attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between
-       attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
-       attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
+       attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
+       attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
+       attn__decode_tile_acc attn__decode_tile_dots attn__decode_tile_fp8
+       attn__decode_tile_fp8_pairs attn__decode_tile_fp8_pairs_as attn__decode_tile_fp8_tables
+       attn__decode_tile_keys attn__decode_tile_logits attn__decode_tile_out
+       attn__decode_tile_probs attn__decode_tile_pv attn__decode_tile_queries
+       attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
+       attn__decode_tile_values attn__decode_unpack_order attn__decode_wide_heads
+       attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32
+       attn__init_rows attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
        attn__pack_value_cols attn__pack_value_pairs attn__prefetch_tile attn__prefill_item
-       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro
-       attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes
-       attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store
-       attn__tile_file attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values attn__tiles_begin
-       attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles
+       attn__qk_dot2_micro attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs
+       attn__softmax_lanes attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load
+       attn__tile_emu_store attn__tile_file attn__tile_operands attn__tile_outputs
+       attn__tile_rows attn__tile_rows16 attn__tile_rows_to_bf16 attn__tile_scores
+       attn__tile_step attn__tile_values attn__tiles_begin attn__tiles_end attn__to_f32
+       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -7469,8 +7471,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
 /* P.V on tiles (attn__decode_plan.tile_values, bf16 queries: the probabilities rounded to bf16
    as the pair kernels round them): for each 16 dims, C[head][dims] += A[head][keys] .
    B[pairs of keys][dims], A the chunk's bf16 probabilities of up to 16 query heads (keys 16-31
-   of the tile 0), B its value rows interleaved by pairs of keys (bf16 rows of the cache, or
-   bf16 copies of fp8 rows as value / fold; pairs 8-15 0). The C tiles are a KV head's
+   of the tile 0), B its value rows interleaved by pairs of keys (bf16 rows of the cache; fp8
+   rows through the pair kernels' byte tables where the pass and the CPU have them, else bf16
+   copies of value / fold; pairs 8-15 0). The C tiles are a KV head's
    accumulators in the scratch (sc->ct), loaded and stored around each chunk: the pass visits
    every KV head of its span between two chunks of one. The products are the pair kernels'
    (exact); only the order of their sums differs. */
@@ -7693,6 +7696,27 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
     }
 }
 
+#if ATTN__HAS_DECODE_TILES
+/* The value pass of a partition with P.V on tiles (attn__decode_tile_values), and its outputs
+   into the partial results of KV heads [g0, g1). */
+ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pass)(const attn__decode_plan *P, int seq,
+                                                          int part, int64_t lo, int64_t hi,
+                                                          int g0, int g1,
+                                                          const attn__decode_scratch *sc) {
+    float mul = ATTN__FN(attn__decode_tile_fp8_tables)(P)
+                        ? P->v_scale : P->v_scale * attn__decode_tile_fold(P->kv_dtype);
+    memset(sc->pt, 0, sizeof(uint16_t) * 16 * 32);
+    memset(sc->vt + (size_t)8 * P->D, 0, sizeof(uint32_t) * 8 * (size_t)P->D);
+    ATTN__FN(attn__tiles_begin)();
+    ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, sc);
+    ATTN__FN(attn__tiles_end)();
+    for (int g = g0; g < g1; g++)
+        ATTN__FN(attn__decode_tile_out)(P, ATTN__FN(attn__decode_tile_acc)(P, sc, g - g0), mul,
+                                        attn__decode_partial(P, P->part_start[seq] + part, g) +
+                                                2 * P->G);
+}
+#endif
+
 /* Softmax of one head's logits over the partition's keys [lo, lo + n), all visible to the query
    at pos: applies the logits transform (its scalar instance, in every pass), returns m and l,
    leaves exp(s - m) in place. */
@@ -7815,18 +7839,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
                                              sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
 #if ATTN__HAS_DECODE_TILES
-    if (P->tile_values) {  /* P.V on tiles (attn__decode_tile_values) */
-        memset(sc.pt, 0, sizeof(uint16_t) * 16 * 32);
-        memset(sc.vt + (size_t)8 * Dv, 0, sizeof(uint32_t) * 8 * (size_t)Dv);
-        ATTN__FN(attn__tiles_begin)();
-        ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
-        ATTN__FN(attn__tiles_end)();
-        for (g = g0; g < g1; g++)
-            ATTN__FN(attn__decode_tile_out)(
-                P, ATTN__FN(attn__decode_tile_acc)(P, &sc, g - g0),
-                ATTN__FN(attn__decode_tile_fp8_tables)(P)
-                        ? P->v_scale : P->v_scale * attn__decode_tile_fold(P->kv_dtype),
-                attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G);
+    if (P->tile_values) {
+        ATTN__FN(attn__decode_tile_value_pass)(P, seq, part, lo, hi, g0, g1, &sc);
         return;
     }
 #endif
