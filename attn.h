@@ -1895,6 +1895,12 @@ typedef struct attn__decode_scratch {
     uint16_t *pt;   /* [16 heads][32 keys] a chunk's bf16 probabilities (A tile; keys 16-31: 0) */
 } attn__decode_scratch;
 
+/* The floats of one KV head's C tiles of P.V on tiles (attn__decode_tile_values): [heads / 16
+   up][Dv / 16][16 heads][16 dims]. */
+ATTN__PRIVATE size_t attn__decode_tile_acc_size(int G4, int Dv) {
+    return (size_t)(G4 + 15) / 16 * 16 * (size_t)Dv;
+}
+
 /* Lays out one thread's decode scratch at base (NULL: only measures) and returns its size: with
    tile_words, query tiles and bf16 rows for the logits on tiles, and with G at
    ATTN__DECODE_TILE_VALUES_GROUP or more the operands of P.V on tiles too. */
@@ -1915,8 +1921,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv
         kt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * (size_t)ATTN__DECODE_CHUNK * Dv);
     }
     if (tile_words && G >= ATTN__DECODE_TILE_VALUES_GROUP) {
-        size_t groups = (size_t)(G4 + 15) / 16;
-        ct = (float *)attn__carve(&c, sizeof(float) * (size_t)span * groups * (size_t)Dv * 16);
+        ct = (float *)attn__carve(&c, sizeof(float) * span * attn__decode_tile_acc_size(G4, Dv));
         vt = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * 16 * (size_t)Dv);
         pt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * 16 * 32);
     }
@@ -1926,6 +1931,24 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv
     }
     return (size_t)(c - base);
 }
+
+#ifdef ATTN__HAVE_DECODE_TILES
+/* The C tiles of P.V of the span's KV head i. */
+ATTN__PRIVATE float *attn__decode_tile_acc(const attn__decode_plan *P,
+                                           const attn__decode_scratch *sc, int i) {
+    return sc->ct + (size_t)i * attn__decode_tile_acc_size(P->G4, P->Dv);
+}
+
+/* A KV head's C tiles of P.V (ct) as the partition's outputs po[G][D], times mul. */
+ATTN__PRIVATE void attn__decode_tile_out(const attn__decode_plan *P, const float *ct, float mul,
+                                         float *po) {
+    for (int h = 0; h < P->G; h++)
+        for (int d = 0; d < P->D; d++)
+            po[(size_t)h * P->D + d] =
+                    ct[(size_t)(h / 16) * 16 * P->D + (size_t)(d / 16) * 256 + (h % 16) * 16 +
+                       d % 16] * mul;
+}
+#endif
 
 /* Keys [j, j+n) of a sequence, all in block blk. A partition pass reads one piece at a time:
    with decode's prefetch, reading several pieces (scattered blocks) side by side, or chunks of
@@ -2342,22 +2365,21 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
        attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
        attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_tile_acc attn__decode_tile_dots attn__decode_tile_fp8
-       attn__decode_tile_fp8_pairs attn__decode_tile_fp8_pairs_as attn__decode_tile_fp8_tables
-       attn__decode_tile_keys attn__decode_tile_logits attn__decode_tile_out
-       attn__decode_tile_probs attn__decode_tile_pv attn__decode_tile_queries
-       attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
-       attn__decode_tile_values attn__decode_unpack_order attn__decode_wide_heads
-       attn__dnnl_between attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32
-       attn__init_rows attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
-       attn__pack_value_cols attn__pack_value_pairs attn__prefetch_tile attn__prefill_item
-       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles
-       attn__qk_dot2_micro attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs
-       attn__softmax_lanes attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load
-       attn__tile_emu_store attn__tile_file attn__tile_operands attn__tile_outputs
-       attn__tile_rows attn__tile_rows16 attn__tile_rows_to_bf16 attn__tile_scores
-       attn__tile_step attn__tile_values attn__tiles_begin attn__tiles_end attn__to_f32
-       attn__transpose_block attn__unfold attn__vexp attn__vtanh */
+       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_fp8_tables
+       attn__decode_tile_keys attn__decode_tile_logits attn__decode_tile_probs
+       attn__decode_tile_pv attn__decode_tile_queries attn__decode_tile_rows
+       attn__decode_tile_value_pairs attn__decode_tile_value_pass attn__decode_tile_values
+       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
+       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
+       attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
+       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
+       attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
+       attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
+       attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
+       attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold
+       attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
@@ -7478,45 +7500,32 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
    every KV head of its span between two chunks of one. The products are the pair kernels'
    (exact); only the order of their sums differs. */
 
-/* The value rows v (bf16, D a row; row n 0 when n is odd) of a chunk of n keys as pairs of keys
-   into rows 0-7 of vt (D pairs a row; pairs past the chunk 0). The cursor asks for the next
-   rows at the pace of the rows read. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pairs)(const uint16_t *v, int n, int D,
-                                                           uint32_t *vt,
-                                                           attn__decode_ahead *ahead) {
+/* The value rows v (D a row) of a chunk of n keys as pairs of keys into rows 0-7 of vt (D pairs a
+   row; pairs past the chunk 0), dt a constant after inlining: bf16 rows (row n 0 when n is odd:
+   attn__decode_tile_rows), or fp8 codes through the pair kernels' byte tables (ATTN__FMT_E5M2 or
+   _E4M3_LUT; the values themselves, not value / fold: one pass, no bf16 copy of the rows). The
+   cursor asks for the next rows at the pace of the rows read. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_value_pairs)(
+    const char *v, int n, int D, attn__format dt, uint32_t *vt, attn__decode_ahead *ahead) {
+    size_t row = (size_t)D * (dt == ATTN__FMT_BF16 ? sizeof(uint16_t) : 1);
     int i = 0;
     for (; i < (n + 1) / 2; i++) {
-        ATTN__VPAIR_BF16(vt + (size_t)i * D, v + (size_t)2 * i * D, v + (size_t)(2 * i + 1) * D,
-                         D);
-        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * D, (int)ahead->heads);
-    }
-    for (; i < ATTN__DECODE_CHUNK / 2; i++) memset(vt + (size_t)i * D, 0, sizeof(uint32_t) * D);
-}
-
+        const char *a = v + 2 * i * row, *b = a + row;
+        uint32_t *dst = vt + (size_t)i * D;
 #if ATTN__HAS_FP8_PAIRS
-/* As attn__decode_tile_value_pairs from the fp8 codes of the rows v (D a row) through the pair
-   kernels' byte tables (dt: ATTN__FMT_E5M2 or _E4M3_LUT, a constant after inlining; the values
-   themselves, not value / fold): one pass, no bf16 copy of the rows. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_fp8_pairs_as)(
-    const uint8_t *v, int n, int D, attn__format dt, uint32_t *vt, attn__decode_ahead *ahead) {
-    int i = 0;
-    for (; i < (n + 1) / 2; i++) {
-        const uint8_t *a = v + (size_t)2 * i * D, *b = 2 * i + 1 < n ? a + D : NULL;
-        for (int d = 0; d < D; d += ATTN__L)
-            ATTN__VSTOREI(vt + (size_t)i * D + d, ATTN__VPAIRI_FP8(a + d, b ? b + d : NULL, dt));
+        if (dt != ATTN__FMT_BF16) {
+            if (2 * i + 1 >= n) b = NULL;
+            for (int d = 0; d < D; d += ATTN__L)
+                ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8((const uint8_t *)a + d,
+                                                        b ? (const uint8_t *)b + d : NULL, dt));
+        } else
+#endif
+            ATTN__VPAIR_BF16(dst, (const uint16_t *)(const void *)a,
+                             (const uint16_t *)(const void *)b, D);
         ATTN__FN(attn__decode_ahead_step)(ahead, 2 * D, (int)ahead->heads);
     }
     for (; i < ATTN__DECODE_CHUNK / 2; i++) memset(vt + (size_t)i * D, 0, sizeof(uint32_t) * D);
 }
-ATTN__PRIVATE void ATTN__FN(attn__decode_tile_fp8_pairs)(const uint8_t *v, int n, int D,
-                                                         attn_dtype dt, uint32_t *vt,
-                                                         attn__decode_ahead *ahead) {
-    if (dt == ATTN_FP8_E5M2)
-        ATTN__FN(attn__decode_tile_fp8_pairs_as)(v, n, D, ATTN__FMT_E5M2, vt, ahead);
-    else
-        ATTN__FN(attn__decode_tile_fp8_pairs_as)(v, n, D, ATTN__FMT_E4M3_LUT, vt, ahead);
-}
-#endif
 
 /* Whether P.V on tiles reads fp8 value rows through the byte tables (the values themselves),
    rather than as bf16 copies of value / fold (attn__decode_tile_rows). */
@@ -7593,17 +7602,20 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_values)(const attn__decode_plan *P
                                                       const float *p, float *ct, int first,
                                                       attn__decode_ahead *ahead) {
     int D = P->D;
+#define ATTN__PAIRS_OF(v, dt)                                                                      \
+    ATTN__FN(attn__decode_tile_value_pairs)((v), n, D, (dt), sc->vt, ahead)
 #if ATTN__HAS_FP8_PAIRS
-    if (ATTN__FN(attn__decode_tile_fp8_tables)(P))
-        ATTN__FN(attn__decode_tile_fp8_pairs)((const uint8_t *)rows, n, D, P->kv_dtype, sc->vt,
-                                              ahead);
-    else
+    if (ATTN__FN(attn__decode_tile_fp8_tables)(P)) {
+        if (P->kv_dtype == ATTN_FP8_E5M2) ATTN__PAIRS_OF(rows, ATTN__FMT_E5M2);
+        else ATTN__PAIRS_OF(rows, ATTN__FMT_E4M3_LUT);
+    } else
 #endif
     {
         size_t row_bytes;
-        const uint16_t *v = ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes);
-        ATTN__FN(attn__decode_tile_value_pairs)(v, n, D, sc->vt, ahead);
+        ATTN__PAIRS_OF((const char *)ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes),
+                       ATTN__FMT_BF16);
     }
+#undef ATTN__PAIRS_OF
     for (int h0 = 0; h0 < P->G; h0 += 16) {
         ATTN__FN(attn__decode_tile_probs)(p + (size_t)h0 * ATTN__DECODE_PSTRIDE,
                                           ATTN__MIN(16, P->G - h0), n, sc->pt);
@@ -7611,21 +7623,6 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_values)(const attn__decode_plan *P
     }
 }
 
-/* The C tiles of P.V of the span's KV head i. */
-ATTN__PRIVATE float *ATTN__FN(attn__decode_tile_acc)(const attn__decode_plan *P,
-                                                     const attn__decode_scratch *sc, int i) {
-    return sc->ct + (size_t)i * ((P->G4 + 15) / 16) * 16 * P->Dv;
-}
-
-/* A KV head's C tiles of P.V (ct) as the partition's outputs po[G][D], times mul. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_tile_out)(const attn__decode_plan *P, const float *ct,
-                                                   float mul, float *po) {
-    for (int h = 0; h < P->G; h++)
-        for (int d = 0; d < P->D; d++)
-            po[(size_t)h * P->D + d] =
-                    ct[(size_t)(h / 16) * 16 * P->D + (size_t)(d / 16) * 256 + (h % 16) * 16 +
-                       d % 16] * mul;
-}
 #endif
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1): a
@@ -7679,7 +7676,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                     ATTN__FN(attn__decode_tile_values)(
                         P, ATTN__FN(attn__decode_chunk_at)(P, cache, cur.blk, g, cur.off + c), m,
                         sc, sc->p + heads * ATTN__DECODE_PSTRIDE + t,
-                        ATTN__FN(attn__decode_tile_acc)(P, sc, g - g0), t == 0, &ahead);
+                        attn__decode_tile_acc(P, sc, g - g0), t == 0, &ahead);
                     continue;
                 }
 #endif
@@ -7711,9 +7708,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pass)(const attn__decode_pla
     ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, sc);
     ATTN__FN(attn__tiles_end)();
     for (int g = g0; g < g1; g++)
-        ATTN__FN(attn__decode_tile_out)(P, ATTN__FN(attn__decode_tile_acc)(P, sc, g - g0), mul,
-                                        attn__decode_partial(P, P->part_start[seq] + part, g) +
-                                                2 * P->G);
+        attn__decode_tile_out(P, attn__decode_tile_acc(P, sc, g - g0), mul,
+                              attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * P->G);
 }
 #endif
 
