@@ -1196,6 +1196,8 @@ enum {
     ATTN__CPU_AVX512BF16 = 1 << 2,
     ATTN__CPU_AVX512VBMI = 1 << 3,
     ATTN__CPU_AMX = 1 << 4,      /* AMX-TILE + AMX-BF16, tile state on, the OS lets us use it */
+    ATTN__CPU_BF16_DOT_FAST = 1 << 5,  /* AVX-512 BF16 whose dot products do twice the FMAs'
+                                          multiply-adds a cycle: AMD's (Intel's do half) */
     ATTN__CPU_DETECTED = 1 << 30
 };
 static volatile int attn__cpu_flags_cache;
@@ -1220,6 +1222,13 @@ ATTN__PRIVATE int attn__tile_permission(void) {
     return 0;
 #endif
 }
+/* Whether the CPU is AMD's ("AuthenticAMD"): its vdpbf16ps does twice the multiply-adds of
+   vfmadd231ps a cycle, where Intel's Xeons do half (docs/PERF.md#bf16-dot-rates). */
+ATTN__PRIVATE int attn__cpu_is_amd(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u &&
+           c == 0x444d4163u;
+}
 ATTN__PRIVATE int attn__detect_cpu(void) {
     unsigned a, b, c, d, flags = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
@@ -1236,11 +1245,13 @@ ATTN__PRIVATE int attn__detect_cpu(void) {
     int amx = ((d >> 24) & 1) && ((d >> 22) & 1) && (xcr0 & 0x60000) == 0x60000;
     if ((flags & ATTN__CPU_AVX512) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1))
         flags |= ATTN__CPU_AVX512BF16;
+    if ((flags & ATTN__CPU_AVX512BF16) && attn__cpu_is_amd()) flags |= ATTN__CPU_BF16_DOT_FAST;
     if ((flags & ATTN__CPU_AVX512BF16) && amx && attn__tile_permission())
         flags |= ATTN__CPU_AMX;
     return (int)flags;
 }
 #else
+ATTN__PRIVATE int attn__cpu_is_amd(void) { return 0; }
 ATTN__PRIVATE int attn__detect_cpu(void) { return 0; }
 #endif
 
@@ -1276,13 +1287,19 @@ ATTNDEF const char *attn_cpu_features(void) {
     F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes")
 #define ATTN__CPU_AMX_NO(x) x " amx=no",
 #define ATTN__CPU_AMX_YES(x) x " amx=yes",
-    /* indexed by the five ATTN__CPU_ flags below bit 5 (amx: usable tiles) */
-    static const char *const text[32] = {ATTN__CPU_TEXT(ATTN__CPU_AMX_NO)
-                                         ATTN__CPU_TEXT(ATTN__CPU_AMX_YES)};
+#define ATTN__CPU_AMX_NO_DOT(x) x " amx=no bf16dot=fast",
+#define ATTN__CPU_AMX_YES_DOT(x) x " amx=yes bf16dot=fast",
+    /* indexed by the six ATTN__CPU_ flags below bit 6 (amx: usable tiles; bf16dot=fast: the
+       bf16 pair kernels run, ATTN__CPU_BF16_DOT_FAST) */
+    static const char *const text[64] = {
+        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES)
+        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO_DOT) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES_DOT)};
 #undef ATTN__CPU_AMX_NO
 #undef ATTN__CPU_AMX_YES
+#undef ATTN__CPU_AMX_NO_DOT
+#undef ATTN__CPU_AMX_YES_DOT
 #undef ATTN__CPU_TEXT
-    return text[attn__cpu_flags() & 31];
+    return text[attn__cpu_flags() & 63];
 #endif
 }
 
@@ -1995,8 +2012,10 @@ typedef struct attn__call {
     int threads;                    /* attn_exec_threads(exec) */
     attn_gemm gemm;                 /* the prefill GEMMs' engine (an IPEX layer's: oneDNN) */
     int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
-    int pairs;                      /* ... and the table's bf16 pair kernels run on this CPU */
-    int fp8_pairs;                  /* ... and over fp8 rows too (its byte tables run here) */
+    int dot2;                       /* ... and the table's bf16 pair kernels run on this CPU */
+    int pairs;                      /* ... and pay there (attn__pairs_pay): the vector paths take
+                                       them; beside decode's tiles dot2 is enough */
+    int fp8_pairs;                  /* dot2, and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
 } attn__call;
@@ -2501,6 +2520,15 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 #endif
 }
 
+/* Whether the bf16 pair kernels run, for a kernel table of capabilities caps on a CPU of flags
+   cpu: where both have them and the CPU's bf16 dot products outrun its FMAs
+   (ATTN__CPU_BF16_DOT_FAST); elsewhere the f32 kernels are faster (Intel: a pair kernel there
+   takes up to 2.8x their time, docs/PERF.md#bf16-dot-rates). Decode beside its tiles keeps
+   them wherever they run (attn__call.dot2): that is how those calls were measured faster. */
+ATTN__PRIVATE int attn__pairs_pay(int caps, int cpu) {
+    return (caps & cpu & ATTN__CAP_BF16_PAIRS) != 0 && (cpu & ATTN__CPU_BF16_DOT_FAST) != 0;
+}
+
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -2512,8 +2540,9 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->threads = attn_exec_threads(exec);
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
-    c->pairs = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
-    c->fp8_pairs = c->pairs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
+    c->dot2 = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
+    c->pairs = c->bf16_probs && attn__pairs_pay(c->k->caps, attn__cpu_flags());
+    c->fp8_pairs = c->dot2 && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
     c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
     c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
 }
@@ -3681,18 +3710,20 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
-    /* the pair kernels: bf16 queries over a bf16 cache, or over an fp8 one (exact in bf16) where
-       the kernel table has the byte tables that make its rows bf16 (AVX-512 VBMI; not under
-       ATTN_NO_FP8_KERNELS) and three or more query heads a KV head - they run heads in fours or
-       eights, and one or two heads padded to four would cost more than their own kernels */
-    P->bf16_pairs = c->pairs && a->q.dtype == ATTN_BF16 && D % 32 == 0 &&
-                    (cache->dtype == ATTN_BF16 ||
-                     (attn__is_fp8(cache->dtype) && P->G >= 3 && c->fp8_pairs));
     /* the logits on tiles over the caches whose values bf16 holds exactly, for the queries whose
        terms the workspace holds: bf16 queries as they are, the others split in three */
     P->tile_terms = a->q.dtype == ATTN_BF16 ? 1 : ATTN__DECODE_TILE_TERMS;
     P->tile_keys = P->tile_words != 0 && P->tile_terms <= ATTN__DECODE_TILE_QTERMS &&
                    (cache->dtype == ATTN_BF16 || attn__is_fp8(cache->dtype));
+    /* the pair kernels where they pay (beside the tiles wherever they run): bf16 queries over a
+       bf16 cache, or over an fp8 one (exact in bf16) where the kernel table has the byte tables
+       that make its rows bf16 (AVX-512 VBMI; not under ATTN_NO_FP8_KERNELS) and three or more
+       query heads a KV head - they run heads in fours or eights, and one or two heads padded to
+       four would cost more than their own kernels */
+    P->bf16_pairs = (P->tile_keys ? c->dot2 : c->pairs) && a->q.dtype == ATTN_BF16 &&
+                    D % 32 == 0 &&
+                    (cache->dtype == ATTN_BF16 ||
+                     (attn__is_fp8(cache->dtype) && P->G >= 3 && c->fp8_pairs));
     /* P.V on tiles too where the probabilities may be rounded to bf16: bf16 queries, as the
        pair kernels do */
     P->tile_values = P->tile_keys && a->q.dtype == ATTN_BF16 && c->bf16_probs &&

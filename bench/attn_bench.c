@@ -63,6 +63,7 @@ static struct {
     double bw_mib, given_gflops, given_gbs;
     int cap_slow;     /* `all`: a case whose warm-up took > 2 s runs at most 3 reps */
     int huge_pages, huge_warned;
+    int f32_probs;    /* exec.f32_probs: bf16 inputs keep f32 probabilities (the f32 kernels) */
 } g;
 
 static ilist one(int v) { ilist l; l.n = 1; l.v[0] = v; return l; }
@@ -519,6 +520,7 @@ static void print_header(void) {
     const char *c = g.fmt == FMT_CSV ? "# " : "";
     printf("%sattn_bench: %s\n", c, attn_build_info());
     printf("%scpu: %s | %s | compiler: %s\n", c, cpu, attn_cpu_features(), COMPILER);
+    if (g.f32_probs) printf("%sexec.f32_probs = 1: bf16 inputs on the f32 kernels\n", c);
     for (int i = 0; i < g.threads.n; i++) {
         const limits *L = &g_lim[i];
         if (L->given)
@@ -698,7 +700,7 @@ static void shuffled_ids(int32_t *ids, int n, uint64_t seed) {
 static attn_exec make_exec(int T) {
     attn_exec e;
     memset(&e, 0, sizeof e);
-    e.num_threads = T; e.isa = g.isa; e.gemm = g.gemm;
+    e.num_threads = T; e.isa = g.isa; e.gemm = g.gemm; e.f32_probs = g.f32_probs;
     return e;
 }
 
@@ -1191,6 +1193,8 @@ static void usage(FILE *f) {
         "  -o md|csv|json  output format (default md)\n"
         "  --progress      progress lines on stderr\n"
         "  --huge-pages    advise buffers >= 4 MiB (KV cache, bandwidth array) as huge pages\n"
+        "  --f32-probs     exec.f32_probs = 1: bf16 queries on the f32 kernels, not the bf16 pair\n"
+        "                  or tile kernels (the header says so)\n"
         "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other "
         "modes.\n");
 }
@@ -1251,6 +1255,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--noncausal")) g.causal = 0, takes = 0;
         else if (!strcmp(a, "--progress")) g.progress = 1, takes = 0;
         else if (!strcmp(a, "--huge-pages")) g.huge_pages = 1, takes = 0;
+        else if (!strcmp(a, "--f32-probs")) g.f32_probs = 1, takes = 0;
         else if (!v) ok = 0;
         else if (!strcmp(a, "-t")) ok = parse_list(v, &g.threads, 0);
         else if (!strcmp(a, "-r")) ok = (g.reps = atoi(v)) >= 1 && g.reps <= MAXREPS;

@@ -381,7 +381,7 @@ TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
 }
 
 /* bf16 queries and cache with D a multiple of 32: on a CPU with AVX-512 BF16 the avx512 runs
-   take the bf16 pair kernels. The output is f32 so the check is sharp: every probability is
+   take the bf16 pair kernels (made to on one whose dot products do not pay, tu_fast_dot). The output is f32 so the check is sharp: every probability is
    rounded to bf16 (relative error <= 2^-9) and |v| <= 1, so |out - ref| <= 2^-9 plus f32
    rounding; the lse must stay f32-exact. Block sizes 1 and 3 and an odd window start pairs of
    keys at odd positions and across blocks; f32_probs = 1 runs the f32 kernels on the same
@@ -391,8 +391,7 @@ TEST(decode_bf16_pair_kernels) {
     int lens[5] = {1100, 2, 0, 17, 513}, fails = 0;
     /* f32_probs = 0 takes other kernels only where the CPU has AVX-512 BF16; elsewhere both
        values run the f32 kernels, checked once at the tight tolerance */
-    int pairs = attn_isa_supported(ATTN_ISA_AVX512) &&
-                strstr(attn_cpu_features(), "avx512bf16=yes") != NULL;
+    int pairs = tu_dot2_cpu(), cpu = tu_fast_dot(1);
     for (int i = 0; i < 7; i++)
         for (int opt = 0; opt < 6; opt++)
             for (int f32_probs = pairs ? 0 : 1; f32_probs < 2; f32_probs++) {
@@ -406,6 +405,7 @@ TEST(decode_bf16_pair_kernels) {
                 if (Ds[i] >= 192 && opt % 2) continue;  /* keep the big heads quick */
                 fails += td_check(&c, 1500 + (uint64_t)(i * 16 + opt * 2 + f32_probs));
             }
+    tu_cpu_flags_restore(cpu);
     CHECK_EQ_INT(fails, 0);
 }
 
@@ -425,20 +425,26 @@ static int td_execs_differ(const td_case *c, uint64_t seed, const attn_exec *e1,
     return differ;
 }
 
-/* The pair kernels do run where the CPU has them: their outputs differ from the f32 kernels'
-   in the last bits (the checks above hold either way, so without this a path that silently
-   fell back would pass). */
+/* The pair kernels do run where they should: their outputs differ from the f32 kernels' in the
+   last bits (the checks above hold either way, so without this a path that silently fell back
+   would pass) - where the CPU's bf16 dot products outrun its FMAs (AMD). Where they do not
+   (Intel) the f32 kernels run: f32_probs = 0 and 1 give the same bits. Both, on any CPU with
+   AVX-512 BF16, by setting and clearing the flag (tu_fast_dot); without it neither. */
 TEST(decode_bf16_pair_kernels_are_taken) {
-    if (!attn_isa_supported(ATTN_ISA_AVX512) ||
-        !strstr(attn_cpu_features(), "avx512bf16=yes")) return;
     int lens[2] = {700, 65};
     td_case c = td_base();
     c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1;
     attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
     e32.f32_probs = 1;
-    int differ = td_execs_differ(&c, 1600, &e, &e32);
-    REQUIRE(differ >= 0);
-    CHECK_MSG(differ == 1, "f32_probs = 0 and 1 gave the same bits: pair kernels not taken");
+    if (!attn_isa_supported(ATTN_ISA_AVX512)) return;
+    for (int fast = 0; fast < 2; fast++) {
+        int cpu = tu_fast_dot(fast);
+        int differ = td_execs_differ(&c, 1600, &e, &e32), want = fast && tu_dot2_cpu();
+        tu_cpu_flags_restore(cpu);
+        REQUIRE(differ >= 0);
+        CHECK_MSG(differ == want, "bf16dot=%s: f32_probs = 0 and 1 %s", fast ? "fast" : "slow",
+                  differ ? "differ (pair kernels)" : "gave the same bits (f32 kernels)");
+    }
 }
 
 /* bf16 queries over an fp8 cache with three or more query heads a KV head: on a CPU with
@@ -452,9 +458,8 @@ TEST(decode_fp8_pair_kernels) {
     const int Ds[] = {32, 64, 96, 128, 256}, bss[] = {16, 3, 1};
     const int Hs[][2] = {{6, 2}, {8, 2}, {10, 2}, {8, 1}, {16, 1}};
     int lens[5] = {1100, 2, 0, 17, 513}, fails = 0;
-    int pairs = attn_isa_supported(ATTN_ISA_AVX512) &&
-                strstr(attn_cpu_features(), "avx512bf16=yes") != NULL &&
-                strstr(attn_cpu_features(), "avx512vbmi=yes") != NULL;
+    int pairs = tu_dot2_cpu() && strstr(attn_cpu_features(), "avx512vbmi=yes") != NULL;
+    int cpu = tu_fast_dot(1);  /* the pair kernels on every CPU with them */
     for (int f = 0; f < 2; f++)
         for (int i = 0; i < 5; i++)
             for (int opt = 0; opt < 6; opt++)
@@ -471,13 +476,15 @@ TEST(decode_fp8_pair_kernels) {
                     if (Ds[i] == 256 && opt % 2) continue;  /* keep the big heads quick */
                     fails += td_check(&c, 1800 + (uint64_t)(f * 64 + i * 12 + opt * 2 + f32_probs));
                 }
+    tu_cpu_flags_restore(cpu);
     CHECK_EQ_INT(fails, 0);
 }
 
 /* The fp8 pair kernels run where they should: their bits differ from the f32 kernels' (by
    f32_probs) at G = 3, 4 and 8; with one or two query heads a KV head (which the pair kernels
-   would pad to four), with f16 queries and in builds without fp8 kernels (ATTN_NO_FP8_KERNELS:
-   fp8 rows as f32 copies) the f32 kernels run either way: the same bits. */
+   would pad to four), with f16 queries, in builds without fp8 kernels (ATTN_NO_FP8_KERNELS:
+   fp8 rows as f32 copies) and on a CPU whose bf16 dot products do not pay (Intel; both ways
+   here, tu_fast_dot) the f32 kernels run either way: the same bits. */
 TEST(decode_fp8_pair_kernels_are_taken) {
 #ifdef ATTN__HAVE_E4M3_LUT
     const int compiled = 1;
@@ -498,12 +505,16 @@ TEST(decode_fp8_pair_kernels_are_taken) {
             c.act_dt = k == 5 ? ATTN_F16 : ATTN_BF16;
             attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
             e32.f32_probs = 1;
-            int differ = td_execs_differ(&c, 1900 + (uint64_t)k, &e, &e32);
-            int want = compiled && k < 3;
-            REQUIRE(differ >= 0);
-            CHECK_MSG(differ == want, "%s H=%d Hk=%d q=%s: f32_probs = 0 and 1 %s",
-                      attn_dtype_name(c.kv_dt), c.H, c.Hk, attn_dtype_name(c.act_dt),
-                      differ ? "differ" : "gave the same bits");
+            for (int fast = 0; fast < 2; fast++) {
+                int cpu = tu_fast_dot(fast);
+                int differ = td_execs_differ(&c, 1900 + (uint64_t)k, &e, &e32);
+                int want = compiled && k < 3 && fast;
+                tu_cpu_flags_restore(cpu);
+                REQUIRE(differ >= 0);
+                CHECK_MSG(differ == want, "%s H=%d Hk=%d q=%s bf16dot=%s: f32_probs = 0 and 1 %s",
+                          attn_dtype_name(c.kv_dt), c.H, c.Hk, attn_dtype_name(c.act_dt),
+                          fast ? "fast" : "slow", differ ? "differ" : "gave the same bits");
+            }
         }
 }
 
@@ -607,7 +618,11 @@ static int td_amx_differs(td_case *c, uint64_t seed) {
     if (attn__is_fp8(c->kv_dt)) { c->k_scale = 0.01f; c->v_scale = 0.004f; }
     attn_exec e = tu_exec(ATTN_ISA_AMX, 1), ev = tu_exec(vec, 1);
     e.f32_probs = ev.f32_probs = c->f32_probs;
-    return td_execs_differ(c, seed, &e, &ev);
+    /* the pair kernels beside the tiles run wherever the CPU has them; the vector run takes them
+       too (on Intel too: tu_fast_dot), so that only the tiles' sums can tell the runs apart */
+    int cpu = tu_fast_dot(1), differ = td_execs_differ(c, seed, &e, &ev);
+    tu_cpu_flags_restore(cpu);
+    return differ;
 }
 #endif
 

@@ -208,12 +208,13 @@ TEST(sdpa_activation_dtypes_and_strides) {
 }
 
 /* bf16 q/k/v: on a CPU with AVX-512 BF16 the avx512 runs take the bf16 pair kernels
-   (f32_probs = 0) and the f32 kernels (f32_probs = 1); both must meet the reference over head
-   sizes (odd ones fall back to f32), GQA, lengths around the tiles and every bias option. */
+   (f32_probs = 0; made to where its dot products do not pay, tu_fast_dot) and the f32 kernels
+   (f32_probs = 1); both must meet the reference over head sizes (odd ones fall back to f32),
+   GQA, lengths around the tiles and every bias option. */
 TEST(sdpa_bf16_pair_kernels_sweep) {
     const int Ds[] = {1, 2, 6, 32, 64, 80, 128, 256};
     const int windows[] = {0, 1, 16};
-    int lq[3] = {1, 65, 97}, lk[3] = {1, 64, 130}, fails = 0;
+    int lq[3] = {1, 65, 97}, lk[3] = {1, 64, 130}, fails = 0, cpu = tu_fast_dot(1);
     for (int i = 0; i < 8; i++)
         for (int opt = 0; opt < 6; opt++)
             for (int f32_probs = 0; f32_probs < 2; f32_probs++) {
@@ -226,7 +227,37 @@ TEST(sdpa_bf16_pair_kernels_sweep) {
                 if (Ds[i] >= 128 && opt % 2) continue;  /* keep the big heads quick */
                 fails += ts_check(&c, 700 + (uint64_t)(i * 16 + opt * 2 + f32_probs));
             }
+    tu_cpu_flags_restore(cpu);
     CHECK_EQ_INT(fails, 0);
+}
+
+/* bf16 prefill takes the pair kernels where the CPU's bf16 dot products outrun its FMAs (AMD)
+   and the f32 kernels where they do not (Intel, whose f32 kernels are the faster there): the
+   avx512 run with f32_probs = 0 gives other bits than with 1 exactly in the first case. Both
+   cases on any CPU with AVX-512 BF16 (tu_fast_dot); elsewhere neither. */
+TEST(sdpa_bf16_pair_kernels_follow_the_cpu) {
+    int lq[2] = {40, 7}, lk[2] = {70, 7};
+    ts_case c; memset(&c, 0, sizeof c);
+    c.H = 4; c.Hk = 2; c.D = 64; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.dt = ATTN_BF16;
+    c.causal = 1;
+    if (!attn_isa_supported(ATTN_ISA_AVX512)) return;
+    ts_data d;
+    ts_make(&c, 830, &d);
+    size_t n = (size_t)d.cu_q[c.num_seqs] * c.H * c.D * 2;
+    char *a = (char *)tu_alloc(n), *b = (char *)tu_alloc(n);
+    attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
+    e32.f32_probs = 1;
+    for (int fast = 0; fast < 2; fast++) {
+        int cpu = tu_fast_dot(fast);
+        int ok = ts_run(&c, &d, &e, a, NULL) == ATTN_OK && ts_run(&c, &d, &e32, b, NULL) == ATTN_OK;
+        tu_cpu_flags_restore(cpu);
+        REQUIRE(ok);
+        int differ = memcmp(a, b, n) != 0;
+        CHECK_MSG(differ == (fast && tu_dot2_cpu()), "bf16dot=%s: f32_probs = 0 and 1 %s",
+                  fast ? "fast" : "slow", differ ? "differ" : "gave the same bits");
+    }
+    free(a); free(b);
+    ts_free(&d);
 }
 
 /* bf16 tiles packed once per (sequence, KV head) and thread, reused by its other query tiles
@@ -428,7 +459,9 @@ TEST(sdpa_isas_agree_on_a_nan_key) {
     ATTN_TEST_ENTRY(sdpa_lengths_around_tiles_and_varlen),                                        \
     ATTN_TEST_ENTRY(sdpa_causal_with_more_queries_than_keys),                                     \
     ATTN_TEST_ENTRY(sdpa_every_bias_option), ATTN_TEST_ENTRY(sdpa_activation_dtypes_and_strides), \
-    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep), ATTN_TEST_ENTRY(sdpa_bf16_value_cache),         \
+    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_sweep),                                                \
+    ATTN_TEST_ENTRY(sdpa_bf16_pair_kernels_follow_the_cpu),                                       \
+    ATTN_TEST_ENTRY(sdpa_bf16_value_cache),                                                       \
     ATTN_TEST_ENTRY(sdpa_sequence_alone_equals_in_batch),                                         \
     ATTN_TEST_ENTRY(sdpa_isas_agree_on_a_nan_key),                                                \
     ATTN_TEST_ENTRY(sdpa_rejects_bad_input_and_writes_nothing)

@@ -45,6 +45,22 @@ static int tu_gemms(attn_gemm *out) {
 }
 static const char *tu_gemm_name(attn_gemm g) { return g == ATTN_GEMM_ONEDNN ? "onednn" : "native"; }
 
+/* Whether the CPU has the bf16 pair kernels' instructions (AVX-512 BF16), paying or not. */
+static int tu_dot2_cpu(void) {
+    return attn_isa_supported(ATTN_ISA_AVX512) && (attn__cpu_flags() & ATTN__CPU_AVX512BF16);
+}
+/* Sets (on) or clears the flag the pair kernels follow, ATTN__CPU_BF16_DOT_FAST, where the CPU
+   has AVX-512 BF16, and returns the flags before it: so the pair kernels run on a CPU whose dot
+   products do not pay (Intel) and the f32 kernels on one whose do. The suite is one thread
+   when it calls this; tu_cpu_flags_restore puts the detected flags back. */
+static int tu_fast_dot(int on) {
+    int old = attn__cpu_flags();
+    if (old & ATTN__CPU_AVX512BF16)
+        attn__cpu_flags_cache = on ? old | ATTN__CPU_BF16_DOT_FAST : old & ~ATTN__CPU_BF16_DOT_FAST;
+    return old;
+}
+static void tu_cpu_flags_restore(int old) { attn__cpu_flags_cache = old; }
+
 static attn_exec tu_exec(attn_isa isa, int threads) {
     attn_exec e;
     memset(&e, 0, sizeof e);
