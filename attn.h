@@ -2984,13 +2984,14 @@ ATTN__PRIVATE attn_status attn__prefill_plan_fill(attn__prefill_plan *P, const a
         P->k_start = a->k_start;
         P->k_scale = P->v_scale = 1.0f;
     }
-    /* the pair kernels: bf16 queries, keys and values (a bf16 cache has unit scales), even D */
-    P->bf16_pairs =
-        c->pairs && P->q_dtype == ATTN_BF16 && P->kv_dtype == ATTN_BF16 && P->D % 2 == 0;
     /* the tile kernels: bf16 queries over bf16 keys and values or an fp8 cache (its values are
        exact in bf16; the scales go onto the scores and the outputs), D in whole 32-dim rows */
     P->tiles = c->tiles && P->q_dtype == ATTN_BF16 && P->D % 32 == 0 &&
                (P->kv_dtype == ATTN_BF16 || attn__is_fp8(P->kv_dtype));
+    /* the pair kernels where they pay (beside the tiles wherever they run, as measured): bf16
+       queries, keys and values (a bf16 cache has unit scales), even D */
+    P->bf16_pairs = (P->tiles ? c->dot2 : c->pairs) && P->q_dtype == ATTN_BF16 &&
+                    P->kv_dtype == ATTN_BF16 && P->D % 2 == 0;
     return ATTN_OK;
 }
 
