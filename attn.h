@@ -1,4 +1,4 @@
-/* attn.h - v0.4.12 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.13 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -96,7 +96,7 @@
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
        the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
-       Where the bf16 pair kernels can run (below), the workspace of attn_sdpa,
+       Where the bf16 pair or tile kernels can run (below), the workspace of attn_sdpa,
        attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
        of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as
        vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a thread, no more than the longest
@@ -157,8 +157,13 @@
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
-       on the avx512 ISA of a CPU with AVX-512 BF16, take bf16 dot-product kernels (vdpbf16ps) -
-       prefill with an even head size, decode with a head size that is a multiple of 32: Q.K is
+       on the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs
+       (AMD's do twice their multiply-adds a cycle; attn_cpu_features says bf16dot=fast), take
+       bf16 dot-product kernels (vdpbf16ps) - prefill with an even head size, decode with a
+       head size that is a multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX
+       that run on the tiles, for the work beside them (below); elsewhere (Intel's dot products
+       do half the FMAs' multiply-adds) bf16 inputs take the f32 kernels, as with
+       exec.f32_probs = 1. Q.K is
        exact products of the stored values; the softmax is f32; the probabilities are rounded
        to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
        the bf16 output's own rounding - while the denominator and lse use the unrounded f32
@@ -194,6 +199,11 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.13 (2026-11-28)  the bf16 pair kernels (vdpbf16ps) run only where the CPU's bf16 dot
+                            products outrun its FMAs (AMD; attn_cpu_features says
+                            bf16dot=fast): on Intel, whose do half the multiply-adds, bf16
+                            inputs take the f32 kernels (f32 probabilities), except beside the
+                            AMX tiles, which keep them
        0.4.12 (2026-11-27)  paged decode on ATTN_ISA_AMX: bf16 queries with sixteen or more
                             query heads a KV head over a bf16 or fp8 cache run P.V on the
                             tiles too (probabilities rounded to bf16, as before)
@@ -272,8 +282,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 12
-#define ATTN_VERSION_STRING "0.4.12"
+#define ATTN_VERSION_PATCH 13
+#define ATTN_VERSION_STRING "0.4.13"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
