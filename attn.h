@@ -2533,8 +2533,9 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 /* Whether the bf16 pair kernels run, for a kernel table of capabilities caps on a CPU of flags
    cpu: where both have them and the CPU's bf16 dot products outrun its FMAs
    (ATTN__CPU_BF16_DOT_FAST); elsewhere the f32 kernels are faster (Intel: a pair kernel there
-   takes up to 2.8x their time, docs/PERF.md#bf16-dot-rates). Decode beside its tiles keeps
-   them wherever they run (attn__call.dot2): that is how those calls were measured faster. */
+   takes up to 2.8x their time, docs/PERF.md#bf16-dot-rates). Calls whose products run on the
+   tiles keep them beside the tiles wherever they run (attn__call.dot2): so they were measured
+   faster. */
 ATTN__PRIVATE int attn__pairs_pay(int caps, int cpu) {
     return (caps & cpu & ATTN__CAP_BF16_PAIRS) != 0 && (cpu & ATTN__CPU_BF16_DOT_FAST) != 0;
 }

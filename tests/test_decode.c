@@ -381,9 +381,10 @@ TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
 }
 
 /* bf16 queries and cache with D a multiple of 32: on a CPU with AVX-512 BF16 the avx512 runs
-   take the bf16 pair kernels (made to on one whose dot products do not pay, tu_fast_dot). The output is f32 so the check is sharp: every probability is
-   rounded to bf16 (relative error <= 2^-9) and |v| <= 1, so |out - ref| <= 2^-9 plus f32
-   rounding; the lse must stay f32-exact. Block sizes 1 and 3 and an odd window start pairs of
+   take the bf16 pair kernels (made to where its dot products do not pay, tu_fast_dot). The
+   output is f32 so the check is sharp: every probability is rounded to bf16 (relative error
+   <= 2^-9) and |v| <= 1, so |out - ref| <= 2^-9 plus f32 rounding; the lse must stay
+   f32-exact. Block sizes 1 and 3 and an odd window start pairs of
    keys at odd positions and across blocks; f32_probs = 1 runs the f32 kernels on the same
    inputs, to the f32 tolerance. */
 TEST(decode_bf16_pair_kernels) {
@@ -431,12 +432,12 @@ static int td_execs_differ(const td_case *c, uint64_t seed, const attn_exec *e1,
    (Intel) the f32 kernels run: f32_probs = 0 and 1 give the same bits. Both, on any CPU with
    AVX-512 BF16, by setting and clearing the flag (tu_fast_dot); without it neither. */
 TEST(decode_bf16_pair_kernels_are_taken) {
+    if (!attn_isa_supported(ATTN_ISA_AVX512)) return;
     int lens[2] = {700, 65};
     td_case c = td_base();
     c.num_seqs = 2; c.lens = lens; c.D = 128; c.kv_dt = c.act_dt = ATTN_BF16; c.f32_out = 1;
     attn_exec e = tu_exec(ATTN_ISA_AVX512, 1), e32 = e;
     e32.f32_probs = 1;
-    if (!attn_isa_supported(ATTN_ISA_AVX512)) return;
     for (int fast = 0; fast < 2; fast++) {
         int cpu = tu_fast_dot(fast);
         int differ = td_execs_differ(&c, 1600, &e, &e32), want = fast && tu_dot2_cpu();
