@@ -156,26 +156,25 @@
        emulated tiles and on real ones where the CPU has them.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
-       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values,
-       on the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs
-       (AMD's do twice their multiply-adds a cycle; attn_cpu_features says bf16dot=fast), take
-       bf16 dot-product kernels (vdpbf16ps) - prefill with an even head size, decode with a
-       head size that is a multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX
-       that run on the tiles, for the work beside them (below); elsewhere (Intel's dot products
-       do half the FMAs' multiply-adds) bf16 inputs take the f32 kernels, as with
-       exec.f32_probs = 1. Q.K is
-       exact products of the stored values; the softmax is f32; the probabilities are rounded
-       to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
-       the bf16 output's own rounding - while the denominator and lse use the unrounded f32
-       values. Decode takes them too for bf16 queries over an fp8 cache (its values are exact in
-       bf16; the key scale goes onto the logits, the value scale onto the outputs) where the CPU
-       also has AVX-512 VBMI (the fp8 rows are made bf16 through byte tables) and each KV head
-       has three or more query heads (the kernels run heads in fours or eights; one or two would
-       be padded). exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels
-       follow the same rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded
-       to bf16 for P.V; the tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles
-       with ATTN_DECODE_TILES keep an f32 query exact as three bf16 terms (for |q| from 2^-110
-       up; smaller terms count as 0). exp() is within 2.1 ulp.
+       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values, on
+       the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs (AMD's: on
+       Zen 4 twice their multiply-adds a cycle; attn_cpu_features says bf16dot=fast), take bf16
+       dot-product kernels (vdpbf16ps) - prefill with an even head size, decode with a head size
+       that is a multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX that run on the
+       tiles, for the work beside them (below); elsewhere (Intel's dot products do half the FMAs'
+       multiply-adds) bf16 inputs take the f32 kernels, as with exec.f32_probs = 1. Q.K is exact
+       products of the stored values; the softmax is f32; the probabilities are rounded to bf16
+       (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below the bf16
+       output's own rounding - while the denominator and lse use the unrounded f32 values. Decode
+       takes them too for bf16 queries over an fp8 cache (its values are exact in bf16; the key
+       scale goes onto the logits, the value scale onto the outputs) where the CPU also has AVX-512
+       VBMI (the fp8 rows are made bf16 through byte tables) and each KV head has three or more
+       query heads (the kernels run heads in fours or eights; one or two would be padded).
+       exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels follow the same
+       rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded to bf16 for P.V; the
+       tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles with ATTN_DECODE_TILES
+       keep an f32 query exact as three bf16 terms (for |q| from 2^-110 up; smaller terms count as
+       0). exp() is within 2.1 ulp.
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -1206,8 +1205,9 @@ enum {
     ATTN__CPU_AVX512BF16 = 1 << 2,
     ATTN__CPU_AVX512VBMI = 1 << 3,
     ATTN__CPU_AMX = 1 << 4,      /* AMX-TILE + AMX-BF16, tile state on, the OS lets us use it */
-    ATTN__CPU_BF16_DOT_FAST = 1 << 5,  /* AVX-512 BF16 whose dot products do twice the FMAs'
-                                          multiply-adds a cycle: AMD's (Intel's do half) */
+    ATTN__CPU_BF16_DOT_FAST = 1 << 5,  /* AVX-512 BF16 whose dot products outrun the FMAs:
+                                          AMD's (Zen 4: twice their multiply-adds a cycle;
+                                          Intel's: half) */
     ATTN__CPU_DETECTED = 1 << 30
 };
 static volatile int attn__cpu_flags_cache;
@@ -1233,7 +1233,7 @@ ATTN__PRIVATE int attn__tile_permission(void) {
 #endif
 }
 /* Whether the CPU is AMD's ("AuthenticAMD"): its vdpbf16ps does twice the multiply-adds of
-   vfmadd231ps a cycle, where Intel's Xeons do half (docs/PERF.md#bf16-dot-rates). */
+   vfmadd231ps a cycle (Zen 4), where Intel's Xeons do half (docs/PERF.md#bf16-dot-rates). */
 ATTN__PRIVATE int attn__cpu_is_amd(void) {
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u &&
