@@ -157,12 +157,12 @@
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
        computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values, on
-       the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs (AMD's: on
-       Zen 4 twice their multiply-adds a cycle; attn_cpu_features says bf16dot=fast), take bf16
-       dot-product kernels (vdpbf16ps) - prefill with an even head size, decode with a head size
-       that is a multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX that run on the
-       tiles, for the work beside them (below); elsewhere (Intel's dot products do half the FMAs'
-       multiply-adds) bf16 inputs take the f32 kernels, as with exec.f32_probs = 1. Q.K is exact
+       the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs (AMD's;
+       attn_cpu_features says bf16dot=fast; docs/PERF.md#bf16-dot-rates), take bf16 dot-product
+       kernels (vdpbf16ps) - prefill with an even head size, decode with a head size that is a
+       multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX that run on the tiles,
+       for the work beside them (below); elsewhere (Intel's, whose dot products are slower than
+       its FMAs) bf16 inputs take the f32 kernels, as with exec.f32_probs = 1. Q.K is exact
        products of the stored values; the softmax is f32; the probabilities are rounded to bf16
        (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below the bf16
        output's own rounding - while the denominator and lse use the unrounded f32 values. Decode
@@ -200,9 +200,9 @@
    REVISION HISTORY
        0.4.13 (2026-11-28)  the bf16 pair kernels (vdpbf16ps) run only where the CPU's bf16 dot
                             products outrun its FMAs (AMD; attn_cpu_features says
-                            bf16dot=fast): on Intel, whose do half the multiply-adds, bf16
-                            inputs take the f32 kernels (f32 probabilities), except beside the
-                            AMX tiles, which keep them
+                            bf16dot=fast): on Intel, whose are slower, bf16 inputs take the
+                            f32 kernels (f32 probabilities), except beside the AMX tiles,
+                            which keep them
        0.4.12 (2026-11-27)  paged decode on ATTN_ISA_AMX: bf16 queries with sixteen or more
                             query heads a KV head over a bf16 or fp8 cache run P.V on the
                             tiles too (probabilities rounded to bf16, as before)
@@ -1206,8 +1206,7 @@ enum {
     ATTN__CPU_AVX512VBMI = 1 << 3,
     ATTN__CPU_AMX = 1 << 4,      /* AMX-TILE + AMX-BF16, tile state on, the OS lets us use it */
     ATTN__CPU_BF16_DOT_FAST = 1 << 5,  /* AVX-512 BF16 whose dot products outrun the FMAs:
-                                          AMD's (Zen 4: twice their multiply-adds a cycle;
-                                          Intel's: half) */
+                                          AMD's, not Intel's (docs/PERF.md#bf16-dot-rates) */
     ATTN__CPU_DETECTED = 1 << 30
 };
 static volatile int attn__cpu_flags_cache;
@@ -1232,8 +1231,8 @@ ATTN__PRIVATE int attn__tile_permission(void) {
     return 0;
 #endif
 }
-/* Whether the CPU is AMD's ("AuthenticAMD"): its vdpbf16ps does twice the multiply-adds of
-   vfmadd231ps a cycle (Zen 4), where Intel's Xeons do half (docs/PERF.md#bf16-dot-rates). */
+/* Whether the CPU is AMD's ("AuthenticAMD"): its vdpbf16ps does more multiply-adds a cycle than
+   vfmadd231ps, where Intel's Xeons do fewer (docs/PERF.md#bf16-dot-rates). */
 ATTN__PRIVATE int attn__cpu_is_amd(void) {
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u &&
@@ -1700,7 +1699,7 @@ typedef struct attn__prefill_plan {
     int block_size, max_blocks;
     const int32_t *block_tables, *seq_lens;
     /* work items */
-    const int64_t *item_start;   /* [num_seqs+1] first item of each sequence */
+    int64_t *item_start;         /* [num_seqs+1] first item of each sequence */
     char *scratch; size_t scratch_bytes;  /* per thread */
     const void *dnnl;            /* attn__dnnl_call when the GEMMs run on oneDNN, else NULL */
 } attn__prefill_plan;
@@ -1897,7 +1896,7 @@ typedef struct attn__decode_plan {
                                     column tiles of a KV head's query heads */
     float tile_scale;            /* q_mul x k_scale x the rows' fold (attn__decode_tile_fold) */
     size_t tile_words;           /* a KV head's query tiles in the scratch, 32-bit words */
-    const int64_t *part_start;   /* [num_seqs+1] first partition of each sequence */
+    int64_t *part_start;         /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
 } attn__decode_plan;
@@ -2023,8 +2022,8 @@ typedef struct attn__call {
     attn_gemm gemm;                 /* the prefill GEMMs' engine (an IPEX layer's: oneDNN) */
     int bf16_probs;                 /* probabilities may be rounded to bf16 (no f32_probs) */
     int dot2;                       /* ... and the table's bf16 pair kernels run on this CPU */
-    int pairs;                      /* ... and pay there (attn__pairs_pay): the vector paths take
-                                       them; beside decode's tiles dot2 is enough */
+    int pairs;                      /* ... and pay there (bf16dot=fast): the vector paths take
+                                       them; beside the tiles dot2 is enough */
     int fp8_pairs;                  /* dot2, and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
@@ -2530,16 +2529,6 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 #endif
 }
 
-/* Whether the bf16 pair kernels run, for a kernel table of capabilities caps on a CPU of flags
-   cpu: where both have them and the CPU's bf16 dot products outrun its FMAs
-   (ATTN__CPU_BF16_DOT_FAST); elsewhere the f32 kernels are faster (Intel: a pair kernel there
-   takes up to 2.8x their time, docs/PERF.md#bf16-dot-rates). Calls whose products run on the
-   tiles keep them beside the tiles wherever they run (attn__call.dot2): so they were measured
-   faster. */
-ATTN__PRIVATE int attn__pairs_pay(int caps, int cpu) {
-    return (caps & cpu & ATTN__CAP_BF16_PAIRS) != 0 && (cpu & ATTN__CPU_BF16_DOT_FAST) != 0;
-}
-
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -2552,7 +2541,9 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
     c->dot2 = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
-    c->pairs = c->bf16_probs && attn__pairs_pay(c->k->caps, attn__cpu_flags());
+    /* the pair kernels pay where the CPU's bf16 dot products outrun its FMAs; elsewhere (Intel's
+       Xeons) the f32 kernels are faster, except beside the tiles: docs/PERF.md#bf16-dot-rates */
+    c->pairs = c->dot2 && (attn__cpu_flags() & ATTN__CPU_BF16_DOT_FAST) != 0;
     c->fp8_pairs = c->dot2 && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
     c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
     c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
@@ -2816,7 +2807,7 @@ ATTN__PRIVATE size_t attn__prefill_ws_layout(const attn__call *c, const attn_par
     if (base) {
         char *aligned =
                 (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
-        P->item_start = (int64_t *)aligned;
+        P->item_start = (int64_t *)(void *)aligned;
         P->scratch = aligned + head;
         P->scratch_bytes = per_thread;
         P->value_tiles = value_tiles;
@@ -2839,10 +2830,10 @@ ATTN__PRIVATE int64_t attn__prefill_plan_init(attn__prefill_plan *P, const attn_
     P->q_start = q_start;
     for (int s = 0; s < num_seqs; s++) {
         int64_t lq = q_start[s + 1] - q_start[s];
-        if (P->item_start) ((int64_t *)P->item_start)[s] = items;
+        if (P->item_start) P->item_start[s] = items;
         items += (lq + P->tile_tokens - 1) / P->tile_tokens * P->Hk;
     }
-    if (P->item_start) ((int64_t *)P->item_start)[num_seqs] = items;
+    if (P->item_start) P->item_start[num_seqs] = items;
     return items > 0x7fffffff ? -1 : items;
 }
 
@@ -3614,8 +3605,8 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
             attn__align_up(attn__decode_scratch_layout(span, G, G4, Dv, tile_words, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
-        P->part_start = (int64_t *)a;
-        P->partials = (float *)(a + head);
+        P->part_start = (int64_t *)(void *)a;
+        P->partials = (float *)(void *)(a + head);
         P->scratch = a + head + partials;
         P->scratch_bytes = per_thread;
         P->G4 = G4; P->Dv = Dv; P->tile_words = tile_words;
@@ -3642,13 +3633,16 @@ typedef struct attn__decode_run {
 
 /* v1: one item per (sequence, span of KV heads) computes its partitions in order, then merges
    them. The span only groups the reads: each KV head's arithmetic is the same in any span. */
-ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
-    const attn__decode_run *run = (const attn__decode_run *)ctx;
+ATTN__PRIVATE void attn__decode_v1_item(const attn__decode_run *run, int item, int thread) {
     const attn__decode_plan *P = run->plan;
     int seq = item / P->spans, g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
     for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g0, g1, part, thread);
     for (int g = g0; g < g1; g++) run->k->decode_merge(P, seq, g);
+}
+
+ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
+    attn__decode_v1_item((const attn__decode_run *)ctx, item, thread);
 }
 
 /* v2, first pass: one item per (partition, span of KV heads). */
@@ -3703,7 +3697,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     const attn_params *params = a->params;
     const attn_kv_cache *cache = a->cache;
     int H = params->num_heads, Hk = params->num_kv_heads, D = params->head_size;
-    int64_t *part_start = (int64_t *)P->part_start, acc = 0;
+    int64_t *part_start = P->part_start, acc = 0;
     for (int s = 0; s < a->num_seqs; s++) {
         part_start[s] = acc;
         acc += ((int64_t)a->seq_lens[s] + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
@@ -4178,7 +4172,7 @@ typedef struct attn__forward_run {
 ATTN__PRIVATE void attn__forward_task(void *ctx, int item, int thread) {
     const attn__forward_run *run = (const attn__forward_run *)ctx;
     if (item < run->prefill_items) attn__prefill_item_on(run->k, run->prefill, item, thread);
-    else attn__decode_v1_task((void *)run->decode, item - run->prefill_items, thread);
+    else attn__decode_v1_item(run->decode, item - run->prefill_items, thread);
 }
 
 ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec, attn_rows query,
@@ -7445,7 +7439,8 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__decode_tile_rows)(const attn__decod
                                                               size_t *row_bytes) {
     int D = P->D;
     *row_bytes = sizeof(uint16_t) * (size_t)D;
-    if (P->kv_dtype == ATTN_BF16 && n == ATTN__DECODE_CHUNK) return (const uint16_t *)rows;
+    if (P->kv_dtype == ATTN_BF16 && n == ATTN__DECODE_CHUNK)
+        return (const uint16_t *)(const void *)rows;
     for (int t = 0; t < ATTN__DECODE_CHUNK; t++) {
         uint16_t *to = sc->kt + (size_t)t * D;
         const char *from = rows + (size_t)t * D * attn_dtype_size(P->kv_dtype);

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Builds attn.h the ways users will: as C++, as strict C99, a declarations-only unit linked with
-# the implementation unit, ATTN_STATIC in two units of one program, the decode tests under
-# ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
-# tile kernels (ATTN_DECODE_TILES); and checks attn.h's
-# map of itself (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
+# Builds attn.h the ways users will: as C++, as strict C99 (and under stricter warnings: casts,
+# shadowing, prototypes), a declarations-only unit linked with the implementation unit,
+# ATTN_STATIC in two units of one program, the decode tests under ATTN_NO_FP8_KERNELS, the ISA
+# tests without the tile kernels (ATTN_NO_AMX), C++ with decode's tile kernels
+# (ATTN_DECODE_TILES); and checks attn.h's map of itself (tests/house.sh). Prints PASS/FAIL per
+# check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
 check() {  # name, command...
@@ -21,6 +22,9 @@ check cxx_with_decode_tiles sh -c "$CXX -Wall -Wextra -Werror -O2 -DATTN_DECODE_
 check cxx_with_openmp sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -I. $B/impl.cc -o $B/impl_cc_omp -lm && $B/impl_cc_omp"
 check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/decl.c -o $B/decl.o && $CC $W -O2 -I. -c $B/impl.c -o $B/impl.o && $CC $B/decl.o $B/impl.o -o $B/decl_impl -lm && $B/decl_impl"
 check c99_pedantic_unoptimised_O0 sh -c "$CC $W -O0 -I. $B/impl.c $B/decl.c -o $B/impl_O0 -lm && $B/impl_O0"
+S="$W -Wcast-qual -Wcast-align -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wundef -Wpointer-arith -Wwrite-strings -Wredundant-decls -Wvla"
+check c99_stricter_warnings sh -c "$CC $S -O2 -fopenmp -I. -c $B/impl.c -o $B/impl_strict.o"
+check cxx_stricter_warnings sh -c "$CXX -Wall -Wextra -Werror -Wcast-qual -Wshadow -Wundef -O2 -I. -c $B/impl.cc -o $B/impl_cc_strict.o"
 check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c -o $B/static_ab -lm && $B/static_ab"
 check header_map_matches_code sh tests/house.sh attn.h
 check decode_tests_without_fp8_kernels sh -c "$CC $W -O2 -DATTN_NO_FP8_KERNELS -I. tests/test_main.c \

@@ -295,7 +295,7 @@ TEST(isa_detection_and_forced_isa) {
 #ifndef __aarch64__
     CHECK(strstr(attn_cpu_features(), real_tiles ? "amx=yes" : "amx=no") != NULL);
     /* bf16dot=fast: the CPU's bf16 dot products outrun its FMAs (AMD with AVX-512 BF16) - the
-       flag the bf16 pair kernels follow (attn__pairs_pay) */
+       flag the bf16 pair kernels follow (attn__call.pairs) */
     int fast_dot = strstr(attn_cpu_features(), "bf16dot=fast") != NULL;
     CHECK_EQ_INT(fast_dot, (attn__cpu_flags() & ATTN__CPU_BF16_DOT_FAST) != 0);
     CHECK(!fast_dot || strstr(attn_cpu_features(), "avx512bf16=yes") != NULL);
