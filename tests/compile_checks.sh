@@ -34,6 +34,7 @@ check tests_without_amx sh -c "$CC $W -O2 -DATTN_NO_AMX -I. tests/test_main.c \
 if command -v clang >/dev/null 2>&1; then
     check clang_c99_pedantic sh -c "clang $W -O2 -I. $B/impl.c $B/decl.c -o $B/clang_c -lm && $B/clang_c"
     check clang_c99_pedantic_unoptimised_O0 sh -c "clang $W -O0 -I. $B/impl.c $B/decl.c -o $B/clang_c_O0 -lm && $B/clang_c_O0"
+    check clang_c99_stricter_warnings sh -c "clang $S -O2 -I. -c $B/impl.c -o $B/clang_strict.o"
 fi
 if printf '#include <oneapi/dnnl/dnnl.h>\n' | $CC -E -x c - >/dev/null 2>&1; then  # the oneDNN engine too
     check cxx_with_onednn sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.cc -o $B/impl_cc_dnnl -lm -ldnnl && $B/impl_cc_dnnl"
