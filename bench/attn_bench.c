@@ -64,6 +64,7 @@ static struct {
     int cap_slow;     /* `all`: a case whose warm-up took > 2 s runs at most 3 reps */
     int huge_pages, huge_warned;
     int f32_probs;    /* exec.f32_probs: bf16 inputs keep f32 probabilities (the f32 kernels) */
+    int hot;          /* decode: a decode-hot row after each decode row (decode_hot_tables) */
 } g;
 
 static ilist one(int v) { ilist l; l.n = 1; l.v[0] = v; return l; }
@@ -555,7 +556,8 @@ static void shape_text(const row *r, char *s, size_t n) {
     char causal[8];
     snprintf(causal, sizeof causal, "%s", r->causal ? "causal" : "full");
     if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
-    else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "kv-read"))
+    else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "decode-hot") ||
+             !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
     else if (!strcmp(r->mode, "forward"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs,
@@ -924,6 +926,22 @@ static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, 
     }
 }
 
+/* decode-hot (--hot): block tables whose entries name only the first few blocks of P's first
+   sequence, in their shuffled places, so that all sequences read the same 512 KiB of keys and
+   values (at least one block) - from L2 or L3 rather than DRAM, the prefetches included. Its time
+   is the arithmetic's own, beside the kv-read row's reads alone: decode cannot be faster than
+   either. NULL: out of memory. */
+static int32_t *decode_hot_tables(const paged *P, int Hk, int D, int bs, int seqs, attn_dtype kv) {
+    size_t run = (size_t)Hk * bs * D * attn_dtype_size(kv), n = (size_t)P->per_seq * seqs;
+    size_t few = run ? (256u << 10) / run : 1;
+    int32_t *t = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!t) return NULL;
+    if (few < 1) few = 1;
+    if (few > (size_t)P->per_seq) few = (size_t)P->per_seq;
+    for (size_t i = 0; i < n; i++) t[i] = P->tables[i % (size_t)P->per_seq % few];
+    return t;
+}
+
 static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
                          const ilist *dtypes, const ilist *versions, int reps0) {
     paged P;
@@ -933,6 +951,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
              D, bs, seqs, ctx);
     progress("%s", what);
     int ok = paged_make(&P, Hk, D, bs, seqs, ctx, kv);
+    int32_t *hot_tables = ok && g.hot ? decode_hot_tables(&P, Hk, D, bs, seqs, kv) : NULL;
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
         size_t nq = (size_t)seqs * H * D, esz = attn_dtype_size(dt);
@@ -963,23 +982,41 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 x.ws_bytes =
                         attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 stats st;
-                if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
-                double tokens = (double)seqs * ctx;
-                double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv),
-                       flops = 4.0 * H * D * tokens;
-                double t_bw = limit_secs(bytes, r.bw_gbs), t_fma = limit_secs(flops, r.peak_gflops);
-                r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
-                r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
-                r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
-                snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s",
-                         flops / st.median * 1e-9,
-                         r.bw_gbs);
-                print_row(&r);
+                for (int hot = 0; hot <= (g.hot && hot_tables); hot++) {
+                    paged hp = P;
+                    if (hot) {  /* the same call over tables of a few blocks */
+                        hp.tables = hot_tables; x.P = &hp;
+                        r = row_new("decode-hot", T);
+                        r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv);
+                        r.causal = 1; r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs;
+                        r.q_len = 1; r.kv_len = ctx; r.reps = reps;
+                        snprintf(r.version, sizeof r.version, "%s%s",
+                                 x.ver == ATTN_PAGED_AUTO ? "auto:" : "",
+                                 eff == ATTN_PAGED_V1 ? "v1" : "v2");
+                    }
+                    if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
+                    double tokens = (double)seqs * ctx;
+                    double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv),
+                           flops = 4.0 * H * D * tokens;
+                    double t_bw = limit_secs(bytes, r.bw_gbs),
+                           t_fma = limit_secs(flops, r.peak_gflops);
+                    r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
+                    r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
+                    r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
+                    if (hot)
+                        snprintf(r.note, sizeof r.note, "%.1f GFLOP/s, %.1f%% of the FMA peak",
+                                 flops / st.median * 1e-9, 100.0 * t_fma / st.median);
+                    else
+                        snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; bw alongside %.1f GB/s",
+                                 flops / st.median * 1e-9, r.bw_gbs);
+                    print_row(&r);
+                }
             }
         }
         free(q); free(o);
     }
     if (ok) kvread_rows(&P, H, Hk, D, bs, seqs, ctx, kv, reps0);
+    free(hot_tables);
     paged_free(&P);
 }
 
@@ -1193,6 +1230,9 @@ static void usage(FILE *f) {
         "  -o md|csv|json  output format (default md)\n"
         "  --progress      progress lines on stderr\n"
         "  --huge-pages    advise buffers >= 4 MiB (KV cache, bandwidth array) as huge pages\n"
+        "  --hot           decode: after each decode row a decode-hot row, the same call over block\n"
+        "                  tables that name a few blocks again and again (512 KiB of K and V): the\n"
+        "                  cache read from L2/L3, the arithmetic's own time\n"
         "  --f32-probs     exec.f32_probs = 1: bf16 queries on the f32 kernels, not the bf16 pair\n"
         "                  or tile kernels (the header says so)\n"
         "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other "
@@ -1256,6 +1296,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--progress")) g.progress = 1, takes = 0;
         else if (!strcmp(a, "--huge-pages")) g.huge_pages = 1, takes = 0;
         else if (!strcmp(a, "--f32-probs")) g.f32_probs = 1, takes = 0;
+        else if (!strcmp(a, "--hot")) g.hot = 1, takes = 0;
         else if (!v) ok = 0;
         else if (!strcmp(a, "-t")) ok = parse_list(v, &g.threads, 0);
         else if (!strcmp(a, "-r")) ok = (g.reps = atoi(v)) >= 1 && g.reps <= MAXREPS;

@@ -3,8 +3,9 @@
 # stricter warnings: casts, shadowing, prototypes), a declarations-only unit linked with the
 # implementation unit, ATTN_STATIC in two units of one program, the decode tests under
 # ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
-# tile kernels (ATTN_DECODE_TILES); and checks attn.h's map of itself (tests/house.sh). Prints
-# PASS/FAIL per check and a final "N passed, N failed".
+# tile kernels (ATTN_DECODE_TILES); the bench (bench/attn_bench.c) under the same warnings, run
+# on a tiny decode for each of its decode row kinds; and checks attn.h's map of itself
+# (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
 check() {  # name, command...
@@ -28,6 +29,12 @@ check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/
 check c99_pedantic_unoptimised_O0 sh -c "$CC $W -O0 -I. $B/impl.c $B/decl.c -o $B/impl_O0 -lm && $B/impl_O0"
 check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c -o $B/static_ab -lm && $B/static_ab"
 check header_map_matches_code sh tests/house.sh attn.h
+# the bench: a decode, decode-hot and kv-read row for each of two caches at 1 and 2 threads
+check bench_builds_and_prints_its_decode_rows sh -c "$CC $W -O1 -fopenmp -I. bench/attn_bench.c \
+    -o $B/attn_bench -lm && $B/attn_bench decode -H 4 --hk 2 -D 64 --seqs 2 --ctx 100 -t 1,2 -r 1 \
+    --limits 10,1 --kv-dtype f32,fp8_e4m3 --hot > $B/bench.txt && \
+    test \$(grep -c -E '^[|] (decode|decode-hot|kv-read) ' $B/bench.txt) -eq 12 && \
+    test \$(grep -c -E '^[|] decode-hot ' $B/bench.txt) -eq 4"
 check decode_tests_without_fp8_kernels sh -c "$CC $W -O2 -DATTN_NO_FP8_KERNELS -I. tests/test_main.c \
     -o $B/test_no_fp8 -lm && $B/test_no_fp8 decode fp8 paged forward build_info"
 check tests_without_amx sh -c "$CC $W -O2 -DATTN_NO_AMX -I. tests/test_main.c \
