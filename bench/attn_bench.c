@@ -929,8 +929,7 @@ static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, 
 /* decode-hot (--hot): block tables whose entries name only the first few blocks of P's first
    sequence, in their shuffled places, so that all sequences read the same 512 KiB of keys and
    values (at least one block) - from L2 or L3 rather than DRAM, the prefetches included. Its time
-   is the arithmetic's own, beside the kv-read row's reads alone: decode cannot be faster than
-   either. NULL: out of memory. */
+   is the arithmetic's own, beside the kv-read row's reads alone. NULL: out of memory. */
 static int32_t *decode_hot_tables(const paged *P, int Hk, int D, int bs, int seqs, attn_dtype kv) {
     size_t run = (size_t)Hk * bs * D * attn_dtype_size(kv), n = (size_t)P->per_seq * seqs;
     size_t few = run ? (256u << 10) / run : 1;
