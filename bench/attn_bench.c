@@ -935,8 +935,7 @@ static int32_t *decode_hot_tables(const paged *P, int Hk, int D, int bs, int seq
     size_t few = run ? (256u << 10) / run : 1;
     int32_t *t = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
     if (!t) return NULL;
-    if (few < 1) few = 1;
-    if (few > (size_t)P->per_seq) few = (size_t)P->per_seq;
+    few = few < 1 ? 1 : few > (size_t)P->per_seq ? (size_t)P->per_seq : few;
     for (size_t i = 0; i < n; i++) t[i] = P->tables[i % (size_t)P->per_seq % few];
     return t;
 }
@@ -951,6 +950,8 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
     progress("%s", what);
     int ok = paged_make(&P, Hk, D, bs, seqs, ctx, kv);
     int32_t *hot_tables = ok && g.hot ? decode_hot_tables(&P, Hk, D, bs, seqs, kv) : NULL;
+    paged hot_cache = P;  /* decode-hot: P's cache through hot_tables */
+    hot_cache.tables = hot_tables;
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
         size_t nq = (size_t)seqs * H * D, esz = attn_dtype_size(dt);
@@ -981,17 +982,11 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                 x.ws_bytes =
                         attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 stats st;
-                for (int hot = 0; hot <= (g.hot && hot_tables); hot++) {
-                    paged hp = P;
-                    if (hot) {  /* the same call over tables of a few blocks */
-                        hp.tables = hot_tables; x.P = &hp;
-                        r = row_new("decode-hot", T);
-                        r.dtype = attn_dtype_name(dt); r.kv_dtype = attn_dtype_name(kv);
-                        r.causal = 1; r.H = H; r.Hk = Hk; r.D = D; r.bs = bs; r.seqs = seqs;
-                        r.q_len = 1; r.kv_len = ctx; r.reps = reps;
-                        snprintf(r.version, sizeof r.version, "%s%s",
-                                 x.ver == ATTN_PAGED_AUTO ? "auto:" : "",
-                                 eff == ATTN_PAGED_V1 ? "v1" : "v2");
+                const row shape = r;
+                for (int hot = 0; hot <= (hot_tables != NULL); hot++) {
+                    if (hot) {  /* the same call and row over tables of a few blocks */
+                        x.P = &hot_cache;
+                        r = shape; r.mode = "decode-hot";
                     }
                     if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                     double tokens = (double)seqs * ctx;
