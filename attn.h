@@ -1,4 +1,4 @@
-/* attn.h - v0.4.13 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.14 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -198,6 +198,8 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.14 (2026-11-28)  clean under g++'s -Wuseless-cast and clang's -Wcomma (no change in
+                            behaviour)
        0.4.13 (2026-11-28)  the bf16 pair kernels (vdpbf16ps) run only where the CPU's bf16 dot
                             products outrun its FMAs (AMD; attn_cpu_features says
                             bf16dot=fast): on Intel, whose are slower, bf16 inputs take the
@@ -281,8 +283,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 13
-#define ATTN_VERSION_STRING "0.4.13"
+#define ATTN_VERSION_PATCH 14
+#define ATTN_VERSION_STRING "0.4.14"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -1477,7 +1479,7 @@ ATTNDEF uint16_t attn_f32_to_f16(float x) {
 }
 
 ATTNDEF float attn_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 31) /* inf, or NaN made quiet with its payload kept (as F16C does) */
         return attn__bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
     if (e == 0) {
@@ -1508,7 +1510,7 @@ ATTNDEF uint8_t attn_f32_to_fp8_e4m3(float x) {
    mantissa bits; a subnormal one is m 2^-9. Bits, not ldexpf: the scalar kernels decode every
    element through this. */
 ATTNDEF float attn_fp8_e4m3_to_f32(uint8_t v) {
-    uint32_t sign = (uint32_t)(v & 0x80u) << 24, e = (v >> 3) & 0xfu, m = v & 7u;
+    uint32_t sign = (v & 0x80u) << 24, e = (v >> 3) & 0xfu, m = v & 7u;
     if (e == 15 && m == 7) return attn__bits_f32(sign | 0x7fc00000u);  /* NaN */
     if (e == 0) return attn__bits_f32(sign | attn__f32_bits((float)m * (1.0f / 512.0f)));
     return attn__bits_f32(sign | (e + 120) << 23 | m << 20);
@@ -3859,8 +3861,10 @@ ATTNDEF attn_status attn_merge_states(int num_tokens, int num_heads, int head_si
                       head_size, 1.0f);
             K->to_f32(b, (const char *)out_b.data + (size_t)(t * rb + col) * sb, out_b.dtype,
                       head_size, 1.0f);
-            for (int d = 0; d < head_size; d++)  /* a weight of 0 must not let inf/NaN leak in */
-                a[d] = (wa > 0.0f ? a[d] * wa : 0.0f) + (wb > 0.0f ? b[d] * wb : 0.0f), a[d] *= inv;
+            for (int d = 0; d < head_size; d++) {  /* a weight of 0 must not let inf/NaN leak in */
+                a[d] = (wa > 0.0f ? a[d] * wa : 0.0f) + (wb > 0.0f ? b[d] * wb : 0.0f);
+                a[d] *= inv;
+            }
             K->from_f32((char *)out.data + (size_t)(t * ro + col) * so, out.dtype, a, head_size);
             if (lse) lse[t * num_heads + h] = m == -INFINITY ? -INFINITY : m + logf(wa + wb);
         }
