@@ -1,4 +1,4 @@
-/* attn.h - v0.4.14 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.15 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -198,6 +198,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.15 (2026-11-28)  paged decode over an f32 cache (AVX-512, NEON): five or six query
+                            heads a KV head run as one group of that width, and seven or more
+                            in groups of eight, each key and value vector loaded once for the
+                            group, not once for each two heads (the same bits)
        0.4.14 (2026-11-28)  clean under g++'s -Wuseless-cast and clang's -Wcomma (no change in
                             behaviour)
        0.4.13 (2026-11-28)  the bf16 pair kernels (vdpbf16ps) run only where the CPU's bf16 dot
@@ -283,8 +287,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 14
-#define ATTN_VERSION_STRING "0.4.14"
+#define ATTN_VERSION_PATCH 15
+#define ATTN_VERSION_STRING "0.4.15"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -2386,7 +2390,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
        attn__decode_dot2_pv_step attn__decode_dot2_values attn__decode_dot_keys
        attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
+       attn__decode_family attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
        attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23 attn__decode_half_row
        attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
        attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_heads
@@ -6346,18 +6350,50 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
     return (attn__format)dt;  /* a dtype's own format has its value */
 }
 
+/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
+   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
+   decoded once for eight heads instead of once for each four: where the registers hold their
+   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
+   dtypes that are decoded at all. The two loops share one function: either loop in a function
+   of its own is slower. f32 rows (nothing to decode) go in wide groups only where all the
+   heads do, in a function of their own (attn__decode_family). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
+    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
+    if (dt == ATTN__FMT_F32) return 0;
+    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
+}
+
 /* Whether the KV heads have two, three, five or six query heads each and the kernels take them
    as one group of that width, each K/V vector decoded once for the group, not padded to four or
    eight nor (two) run one head at a time: G itself (the chunk functions of those widths,
    attn__decode_chunk_g23_<t> and attn__decode_chunk_g56_<t>), else 0. Where wide groups run at
    all (attn__decode_wide_heads), the rows are read in place, not as f32 copies, and the pair
-   kernels do not run (they take heads in fours or eights, padded). */
+   kernels do not run (they take heads in fours or eights, padded). An f32 cache, which has
+   nothing to decode, takes five or six heads so (their P.V then reads its rows in segments)
+   but not two or three: those are bound by the reads, which go faster with each value row read
+   whole and in order (two heads with their queries in registers, or four: attn__decode_pv;
+   docs/PERF.md#decode-wide-heads). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     int G = P->G;
     if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
     /* rows not read in place come as f32 copies, which stay in fours */
-    if (!ATTN__FN(attn__decode_in_place)(P) || P->kv_dtype == ATTN_F32) return 0;
+    if (!ATTN__FN(attn__decode_in_place)(P) || (P->kv_dtype == ATTN_F32 && G < 5)) return 0;
     return ATTN__FN(attn__decode_pairs)(P) ? 0 : G;
+}
+
+/* Which chunk functions a pass calls (attn__decode_chunk): attn__decode_few's width; or 7 for
+   f32 rows read in place from seven query heads a KV head where the padded heads G4 make whole
+   wide groups: all of them then run in groups of WIDE_GROUP, in the f32 function of five or
+   six heads. With nothing to decode, eight heads still load each key and value vector once
+   instead of four times (two heads at a time with their queries in registers): on Zen 4
+   faster at G = 8 and 16 from DRAM and in cache. In a function of their own, so that the f32
+   function of one, two and four heads keeps its code (with the wide loops in it, MHA over f32
+   measured slower in cache: docs/PERF.md#decode-wide-heads). Else 0. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_family)(const attn__decode_plan *P) {
+    int few = ATTN__FN(attn__decode_few)(P);
+    if (few || P->kv_dtype != ATTN_F32 || !ATTN__FN(attn__decode_in_place)(P) || P->G < 7)
+        return few;
+    return ATTN__DACC >= 2 * ATTN__WIDE_GROUP && P->G4 % ATTN__WIDE_GROUP == 0 ? 7 : 0;
 }
 
 /* The query heads the kernels run for each KV head: G itself for one or two (attn__decode_small)
@@ -7244,23 +7280,12 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_heads)(
 }
 #endif
 
-/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
-   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
-   decoded once for eight heads instead of once for each four: where the registers hold their
-   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
-   dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time). The
-   two loops share one function: either loop in a function of its own is slower
-   (docs/PERF.md#decode-wide-heads). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
-    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
-    if (dt == ATTN__FMT_F32) return 0;
-    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
-}
-
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
    its own functions, attn__decode_chunk_of; few, a constant too, is 2 in those of two or three
-   heads a KV head, 5 in those of five or six, else 0). The prefetch cursor goes in and out by
+   heads a KV head, 5 in those of five or six - and of f32 rows from seven heads in wide groups,
+   so that the f32 function of the other widths keeps its own code (attn__decode_family) -,
+   else 0). The prefetch cursor goes in and out by
    value (the pair kernels copy theirs into a local), so its address never leaves the function
    and it lives in registers: vector stores may alias anything, so by pointer each of its steps
    would be a load and a store in the inner loops, a chain through memory
@@ -7270,9 +7295,11 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_scratch *sc,
     size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
     attn__decode_ahead *ahead = &cursor;
-    int Dv = P->Dv, h, hw = ATTN__FN(attn__decode_wide_heads)(P, dt);
-    if (few) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide groups are) */
-        if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && dt != ATTN__FMT_F32) {
+    const int f32 = dt == ATTN__FMT_F32, f32_wide = f32 && few == 5 && P->G > 6;
+    int Dv = P->Dv, h, hw = f32_wide ? P->G4 : ATTN__FN(attn__decode_wide_heads)(P, dt);
+    if (few && !f32_wide) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide
+                                groups are; over f32 rows five or six only) */
+        if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && (!f32 || few == 5)) {
             if (few == 2 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
             else if (few == 2) { ATTN__DECODE_KERNELS(dt, 3, 0) }
             else if (P->G == 5) { ATTN__DECODE_KERNELS(dt, 5, 0) }
@@ -7281,6 +7308,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         return cursor;
     }
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
+    if (few) return cursor;  /* f32 rows from seven heads: all in wide groups (decode_family) */
     /* G = 1 or 2: two heads together over f32 rows here (dt first, a constant: no other
        dtype's function of this family compiles that width) and over the converted dtypes in
        the g23 functions (attn__decode_few); otherwise (passes without wide groups) a head at a
@@ -7359,7 +7387,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
     case ATTN__FMT_##U:                                                                           \
         ATTN__KERNELS_##cls(if (g23 && ATTN__FMT_##U != ATTN__FMT_F32)  /* f32 rows: never */      \
                                 ATTN__FN(attn__decode_chunk_g23_##t)(ATTN__CHUNK_ARGS);            \
-                            else if (few && ATTN__FMT_##U != ATTN__FMT_F32)                        \
+                            else if (few >= 5)                                                     \
                                 ATTN__FN(attn__decode_chunk_g56_##t)(ATTN__CHUNK_ARGS);            \
                             else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
         break;
@@ -7679,7 +7707,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                                                int64_t hi, int g0, int g1,
                                                const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
-    int G4 = P->G4, Dv = P->Dv, few = ATTN__FN(attn__decode_few)(P);
+    int G4 = P->G4, Dv = P->Dv, few = ATTN__FN(attn__decode_family)(P);
     int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
     attn__decode_piece_at cur, nxt;
     int64_t j = lo;
