@@ -6350,19 +6350,6 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
     return (attn__format)dt;  /* a dtype's own format has its value */
 }
 
-/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
-   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
-   decoded once for eight heads instead of once for each four: where the registers hold their
-   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
-   dtypes that are decoded at all. The two loops share one function: either loop in a function
-   of its own is slower. f32 rows (nothing to decode) go in wide groups only where all the
-   heads do, in a function of their own (attn__decode_family). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
-    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
-    if (dt == ATTN__FMT_F32) return 0;
-    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
-}
-
 /* Whether the KV heads have two, three, five or six query heads each and the kernels take them
    as one group of that width, each K/V vector decoded once for the group, not padded to four or
    eight nor (two) run one head at a time: G itself (the chunk functions of those widths,
@@ -6372,7 +6359,7 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, 
    nothing to decode, takes five or six heads so (their P.V then reads its rows in segments)
    but not two or three: those are bound by the reads, which go faster with each value row read
    whole and in order (two heads with their queries in registers, or four: attn__decode_pv;
-   docs/PERF.md#decode-wide-heads). */
+   docs/PERF.md#decode-f32-wide). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     int G = P->G;
     if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
@@ -6388,7 +6375,7 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
    instead of four times (two heads at a time with their queries in registers): on Zen 4
    faster at G = 8 and 16 from DRAM and in cache. In a function of their own, so that the f32
    function of one, two and four heads keeps its code (with the wide loops in it, MHA over f32
-   measured slower in cache: docs/PERF.md#decode-wide-heads). Else 0. */
+   measured slower in cache: docs/PERF.md#decode-f32-wide). Else 0. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_family)(const attn__decode_plan *P) {
     int few = ATTN__FN(attn__decode_few)(P);
     if (few || P->kv_dtype != ATTN_F32 || !ATTN__FN(attn__decode_in_place)(P) || P->G < 7)
@@ -7280,16 +7267,28 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_heads)(
 }
 #endif
 
+/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
+   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
+   decoded once for eight heads instead of once for each four: where the registers hold their
+   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
+   dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time; except
+   where all of an f32 cache's heads go in wide groups: attn__decode_family). The two loops
+   share one function: either loop in a function of its own is slower
+   (docs/PERF.md#decode-wide-heads). */
+ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
+    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
+    if (dt == ATTN__FMT_F32) return 0;
+    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
+}
+
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
    from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
    its own functions, attn__decode_chunk_of; few, a constant too, is 2 in those of two or three
-   heads a KV head, 5 in those of five or six - and of f32 rows from seven heads in wide groups,
-   so that the f32 function of the other widths keeps its own code (attn__decode_family) -,
-   else 0). The prefetch cursor goes in and out by
-   value (the pair kernels copy theirs into a local), so its address never leaves the function
-   and it lives in registers: vector stores may alias anything, so by pointer each of its steps
-   would be a load and a store in the inner loops, a chain through memory
-   (docs/PERF.md#decode-cursor). */
+   heads a KV head, 5 in those of five or six, which also run f32 rows of seven heads or more in
+   wide groups (attn__decode_family), else 0). The prefetch cursor goes in and out by value (the
+   pair kernels copy theirs into a local), so its address never leaves the function and it lives
+   in registers: vector stores may alias anything, so by pointer each of its steps would be a
+   load and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc,
@@ -7308,7 +7307,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
         return cursor;
     }
     for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
-    if (few) return cursor;  /* f32 rows from seven heads: all in wide groups (decode_family) */
+    if (few) return cursor;  /* f32 rows, seven heads or more: all in wide groups */
     /* G = 1 or 2: two heads together over f32 rows here (dt first, a constant: no other
        dtype's function of this family compiles that width) and over the converted dtypes in
        the g23 functions (attn__decode_few); otherwise (passes without wide groups) a head at a

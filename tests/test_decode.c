@@ -292,8 +292,9 @@ TEST(decode_one_and_two_heads_per_kv_head) {
 /* Eight query heads or more a KV head: each key and value vector is read (and f16, bf16 and fp8
    rows decoded) once for eight heads (the wide kernels, where the ISA has the registers: AVX-512
    and NEON), and G = 12 runs eight wide and four narrow; three, five and six heads run as one
-   group of that width (f32 rows: five and six; three in fours). Head sizes that are not whole
-   vectors (40) go through the f32 tile: checked here all the same, with every ratio. */
+   group of that width. f32 rows run five and six so, eight and sixteen in groups of eight, three
+   and twelve in fours. Head sizes that are not whole vectors (40) go through the f32 tile:
+   checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
     /* G = 8, 12, 16, 8, 5, 6, 3 */
