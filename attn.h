@@ -6357,8 +6357,8 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
    all (attn__decode_wide_heads), the rows are read in place, not as f32 copies, and the pair
    kernels do not run (they take heads in fours or eights, padded). An f32 cache, which has
    nothing to decode, takes five or six heads so (their P.V then reads its rows in segments)
-   but not two or three: those are bound by the reads, which go faster with each value row read
-   whole and in order (two heads with their queries in registers, or four: attn__decode_pv;
+   but not two or three: those wait on the reads, which want each value row read whole and in
+   order (two heads with their queries in registers, or four: attn__decode_pv;
    docs/PERF.md#decode-f32-wide). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
     int G = P->G;
@@ -6372,10 +6372,9 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
    f32 rows read in place from seven query heads a KV head where the padded heads G4 make whole
    wide groups: all of them then run in groups of WIDE_GROUP, in the f32 function of five or
    six heads. With nothing to decode, eight heads still load each key and value vector once
-   instead of four times (two heads at a time with their queries in registers): on Zen 4
-   faster at G = 8 and 16 from DRAM and in cache. In a function of their own, so that the f32
-   function of one, two and four heads keeps its code (with the wide loops in it, MHA over f32
-   measured slower in cache: docs/PERF.md#decode-f32-wide). Else 0. */
+   instead of four times (two heads at a time with their queries in registers). In a function
+   of their own, so that the wide loops leave the code of the f32 function of one, two and four
+   heads as it is (docs/PERF.md#decode-f32-wide). Else 0. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_family)(const attn__decode_plan *P) {
     int few = ATTN__FN(attn__decode_few)(P);
     if (few || P->kv_dtype != ATTN_F32 || !ATTN__FN(attn__decode_in_place)(P) || P->G < 7)
@@ -7395,7 +7394,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int 
         case ATTN__FMT_E4M3_LUT:
 #if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
             if (g23) ATTN__FN(attn__decode_chunk_g23_e4m3_lut)(ATTN__CHUNK_ARGS);
-            else if (few) ATTN__FN(attn__decode_chunk_g56_e4m3_lut)(ATTN__CHUNK_ARGS);
+            else if (few >= 5) ATTN__FN(attn__decode_chunk_g56_e4m3_lut)(ATTN__CHUNK_ARGS);
             else ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
 #endif
             break;
