@@ -1,4 +1,4 @@
-/* attn.h - v0.4.15 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.4.16 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -198,6 +198,10 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.4.16 (2026-11-28)  clean under gcc's -Wnull-dereference and -Wduplicated-branches: the
+                            fp8 value pairs take a flag for a missing second row, not a null
+                            pointer; the transpose-sum takes its pairing as an argument (no
+                            change in behaviour)
        0.4.15 (2026-11-28)  paged decode over an f32 cache (AVX-512, NEON): five or six query
                             heads a KV head run as one group of that width, and seven or more
                             in groups of eight, each key and value vector loaded once for the
@@ -287,8 +291,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 15
-#define ATTN_VERSION_STRING "0.4.15"
+#define ATTN_VERSION_PATCH 16
+#define ATTN_VERSION_STRING "0.4.16"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -4482,9 +4486,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
 #define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
 #define ATTN__VLOAD_E4M3(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* value / 256, exact */
-#define ATTN__VTRANSUM(v) ((v)[0])
+#define ATTN__VTRANSUM(f, pairs) ((void)(pairs), (f)[0])  /* one key a lane: never in pairs */
 #define ATTN__VPAIR_SUMS(x, y) (x)  /* unused: one lane holds one key (one key a step) */
-#define ATTN__VTRANSUM_PAIRS(f) ((f)[0])  /* unused, as ATTN__VPAIR_SUMS */
 #define ATTN__VTRANSPOSE(v) ((void)(v))
 #define ATTN__DKT 1   /* decode: keys per dot-product step */
 #define ATTN__DACC 8   /* decode: P.V accumulators (vectors) kept in registers; 16 cost a
@@ -4547,9 +4550,8 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
         _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(p))))))
 #define ATTN__VLOAD2_E4M3_FINITE(p, a, b)                                                         \
     attn__f16_pair__avx2(attn__e4m3_f16_finite__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
-#define ATTN__VTRANSUM(v) attn__transum__avx2(v)
+#define ATTN__VTRANSUM(f, pairs) ((pairs) ? attn__transum_pairs__avx2(f) : attn__transum__avx2(f))
 #define ATTN__VPAIR_SUMS(x, y) attn__pair_sums__avx2((x), (y))
-#define ATTN__VTRANSUM_PAIRS(f) attn__transum_pairs__avx2(f)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx2(v)
 #define ATTN__DKT 2
 #define ATTN__DACC 8
@@ -4769,9 +4771,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #define ATTN__VLOAD_E4M3_LUT(p) attn__e4m3_lut1__avx512(p)
 #define ATTN__VLOAD2_E4M3_LUT(p, a, b) attn__e4m3_lut2__avx512((p), &(a), &(b))
 #endif
-#define ATTN__VTRANSUM(v) attn__transum__avx512(v)
+#define ATTN__VTRANSUM(f, pairs)                                                                  \
+    ((pairs) ? attn__transum_pairs__avx512(f) : attn__transum__avx512(f))
 #define ATTN__VPAIR_SUMS(x, y) attn__pair_sums__avx512((x), (y))
-#define ATTN__VTRANSUM_PAIRS(f) attn__transum_pairs__avx512(f)
 #define ATTN__VTRANSPOSE(v) attn__transpose__avx512(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
@@ -4808,10 +4810,12 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #ifdef ATTN__HAVE_E4M3_LUT
 /* fp8 rows as the pair kernels' bf16 (attn__fp8_bf16_row__avx512; AVX-512 VBMI: callers check
    ATTN__E4M3_LUT_READY): a key row's 2L codes at p in order; the pairs (a[j], b[j]) of the
-   first L codes of two value rows. dt is the format, e5m2 or e4m3 through the tables. */
+   first L codes of two value rows, or (a[j], 0) where two is 0 (b is not read). dt is the
+   format, e5m2 or e4m3 through the tables. */
 #define ATTN__HAS_FP8_PAIRS 1
 #define ATTN__VLOADI_FP8(p, dt) attn__fp8_bf16_row__avx512((p), (dt) == ATTN__FMT_E5M2)
-#define ATTN__VPAIRI_FP8(a, b, dt) attn__fp8_bf16_pairs__avx512((a), (b), (dt) == ATTN__FMT_E5M2)
+#define ATTN__VPAIRI_FP8(a, b, two, dt)                                                           \
+    attn__fp8_bf16_pairs__avx512((a), (b), (two), (dt) == ATTN__FMT_E5M2)
 #endif
 
 /* Word indices for a word permute that interleaves: word 2k takes word k, word 2k+1 takes
@@ -4928,11 +4932,11 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_row__avx512(const uint8_t *p, 
     return attn__fp8_bf16_words__avx512(x, spread, attn__fp8_bf16_table__avx512(e5m2));
 }
 ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_pairs__avx512(const uint8_t *a, const uint8_t *b,
-                                                                int e5m2) {
+                                                                int two, int e5m2) {
     __m128i ra = _mm_loadu_si128((const __m128i *)(const void *)a);
-    __m256i x = b ? _mm256_inserti128_si256(_mm256_castsi128_si256(ra),
-                                            _mm_loadu_si128((const __m128i *)(const void *)b), 1)
-                  : _mm256_zextsi128_si256(ra);
+    __m256i x = two ? _mm256_inserti128_si256(_mm256_castsi128_si256(ra),
+                                              _mm_loadu_si128((const __m128i *)(const void *)b), 1)
+                    : _mm256_zextsi128_si256(ra);
     return attn__fp8_bf16_words__avx512(_mm512_castsi256_si512(x),
                                         attn__fp8_spread_halves__avx512(),
                                         attn__fp8_bf16_table__avx512(e5m2));
@@ -5088,9 +5092,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
     vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
-#define ATTN__VTRANSUM(v) vpaddq_f32(vpaddq_f32((v)[0], (v)[1]), vpaddq_f32((v)[2], (v)[3]))
+#define ATTN__VTRANSUM(f, pairs)                                                                  \
+    ((pairs) ? vpaddq_f32((f)[0], (f)[1])                                                         \
+             : vpaddq_f32(vpaddq_f32((f)[0], (f)[1]), vpaddq_f32((f)[2], (f)[3])))
 #define ATTN__VPAIR_SUMS(x, y) vpaddq_f32((x), (y))
-#define ATTN__VTRANSUM_PAIRS(f) vpaddq_f32((f)[0], (f)[1])
 #define ATTN__VTRANSPOSE(v) attn__transpose__neon(v)
 #define ATTN__DKT 4
 #define ATTN__DACC 16
@@ -6600,7 +6605,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF par
         for (t = m; t < ATTN__L; t++)
             for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
     for (h = 0; h < hp; h++) {
-        ATTN__VF sums = in_pairs ? ATTN__VTRANSUM_PAIRS(part[h]) : ATTN__VTRANSUM(part[h]);
+        ATTN__VF sums = ATTN__VTRANSUM(part[h], in_pairs);
         if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
         ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
     }
@@ -6940,9 +6945,9 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_val
     (void)dt;  /* bf16 alone where the pass has no fp8 pair kernels */
 #if ATTN__HAS_FP8_PAIRS
     if (dt != ATTN__FMT_BF16) {
-        const uint8_t *a = (const uint8_t *)base + i, *b = two ? a + stride : NULL;
-        *lo = ATTN__VPAIRI_FP8(a, b, dt);
-        *hi = ATTN__VPAIRI_FP8(a + ATTN__L, two ? b + ATTN__L : NULL, dt);
+        const uint8_t *a = (const uint8_t *)base + i, *b = two ? a + stride : a;
+        *lo = ATTN__VPAIRI_FP8(a, b, two, dt);
+        *hi = ATTN__VPAIRI_FP8(a + ATTN__L, b + ATTN__L, two, dt);
         return;
     }
 #endif
@@ -7582,10 +7587,10 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_value_pairs)(
         uint32_t *dst = vt + (size_t)i * D;
 #if ATTN__HAS_FP8_PAIRS
         if (dt != ATTN__FMT_BF16) {
-            if (2 * i + 1 >= n) b = NULL;
             for (int d = 0; d < D; d += ATTN__L)
                 ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8((const uint8_t *)a + d,
-                                                        b ? (const uint8_t *)b + d : NULL, dt));
+                                                        (const uint8_t *)b + d, 2 * i + 1 < n,
+                                                        dt));
         } else
 #endif
             ATTN__VPAIR_BF16(dst, (const uint16_t *)(const void *)a,
@@ -8006,7 +8011,6 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD2_E5M2
 #undef ATTN__VTRANSUM
 #undef ATTN__VPAIR_SUMS
-#undef ATTN__VTRANSUM_PAIRS
 #undef ATTN__VTRANSPOSE
 #undef ATTN__DKT
 #undef ATTN__DACC

@@ -21,6 +21,16 @@ SX="-Wall -Wextra -Werror -Wcast-qual -Wshadow -Wundef"
 if echo 'int main() { return 0; }' | $CXX -Werror -Wuseless-cast -x c++ - -o "$B/flag_probe" >/dev/null 2>&1; then
     SX="$SX -Wuseless-cast"
 fi
+# gcc's flow warnings (null pointers it can see dereferenced, if/else arms alike), where the
+# compiler has them: on both implementation units
+for flag in -Wnull-dereference -Wduplicated-branches; do
+    if echo 'int main(void) { return 0; }' | $CC -Werror $flag -x c - -o "$B/flag_probe" >/dev/null 2>&1; then
+        S="$S $flag"
+    fi
+    if echo 'int main() { return 0; }' | $CXX -Werror $flag -x c++ - -o "$B/flag_probe" >/dev/null 2>&1; then
+        SX="$SX $flag"
+    fi
+done
 printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint main(void) { return attn_version() == ATTN_VERSION_NUMBER ? 0 : 1; }\n' > "$B/impl.cc"
 printf '#include "attn.h"\nint decl_user(void) { attn_params p = {0}; p.num_heads = 1; p.num_kv_heads = 1; p.head_size = 8; return attn_params_check(&p) == ATTN_OK; }\n' > "$B/decl.c"
 printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint decl_user(void);\nint main(void) { return decl_user() ? 0 : 1; }\n' > "$B/impl.c"
