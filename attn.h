@@ -7586,11 +7586,11 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_value_pairs)(
         const char *a = v + 2 * i * row, *b = a + row;
         uint32_t *dst = vt + (size_t)i * D;
 #if ATTN__HAS_FP8_PAIRS
-        if (dt != ATTN__FMT_BF16) {
+        if (dt != ATTN__FMT_BF16) {  /* an odd last key: no row b (never formed past the chunk) */
+            const int two = 2 * i + 1 < n;
+            const uint8_t *a8 = (const uint8_t *)a, *b8 = two ? (const uint8_t *)b : a8;
             for (int d = 0; d < D; d += ATTN__L)
-                ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8((const uint8_t *)a + d,
-                                                        (const uint8_t *)b + d, 2 * i + 1 < n,
-                                                        dt));
+                ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8(a8 + d, b8 + d, two, dt));
         } else
 #endif
             ATTN__VPAIR_BF16(dst, (const uint16_t *)(const void *)a,

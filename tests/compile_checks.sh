@@ -17,21 +17,18 @@ W="-std=c99 -pedantic -Wall -Wextra -Werror"
 # prototypes); the small user units (decl.c) keep W
 S="$W -Wcast-qual -Wcast-align -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wundef -Wpointer-arith -Wwrite-strings -Wredundant-decls -Wvla"
 SX="-Wall -Wextra -Werror -Wcast-qual -Wshadow -Wundef"
+accepts() {  # compiler, language (c or c++), flag: whether the compiler takes the flag
+    echo 'int main(void) { return 0; }' | $1 -Werror $3 -x $2 - -o "$B/flag_probe" >/dev/null 2>&1
+}
 # casts to the type an expression already has: a g++ flag (clang++ would reject it)
-if echo 'int main() { return 0; }' | $CXX -Werror -Wuseless-cast -x c++ - -o "$B/flag_probe" >/dev/null 2>&1; then
-    SX="$SX -Wuseless-cast"
-fi
+if accepts "$CXX" c++ -Wuseless-cast; then SX="$SX -Wuseless-cast"; fi
 # gcc's flow warnings (null pointers it can see dereferenced, if/else arms alike), where the
 # compiler has them: on the C implementation unit built by $CC (SF; S is clang's too) and on
 # the C++ one
 SF=""
 for flag in -Wnull-dereference -Wduplicated-branches; do
-    if echo 'int main(void) { return 0; }' | $CC -Werror $flag -x c - -o "$B/flag_probe" >/dev/null 2>&1; then
-        SF="$SF $flag"
-    fi
-    if echo 'int main() { return 0; }' | $CXX -Werror $flag -x c++ - -o "$B/flag_probe" >/dev/null 2>&1; then
-        SX="$SX $flag"
-    fi
+    if accepts "$CC" c $flag; then SF="$SF $flag"; fi
+    if accepts "$CXX" c++ $flag; then SX="$SX $flag"; fi
 done
 printf '#define ATTN_IMPLEMENTATION\n#include "attn.h"\nint main(void) { return attn_version() == ATTN_VERSION_NUMBER ? 0 : 1; }\n' > "$B/impl.cc"
 printf '#include "attn.h"\nint decl_user(void) { attn_params p = {0}; p.num_heads = 1; p.num_kv_heads = 1; p.head_size = 8; return attn_params_check(&p) == ATTN_OK; }\n' > "$B/decl.c"
