@@ -1026,7 +1026,7 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #define ATTN__DECODE_TILES_ALL 0
 #endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
-   the AVX-512 pass needs no VBMI target (see attn__e4m3_bf16_words__avx512); GNU-style only. */
+   the AVX-512 pass needs no VBMI target (see attn__fp8_bf16_words__avx512); GNU-style only. */
 #if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
 #define ATTN__HAVE_E4M3_LUT 1
 #endif
@@ -1536,7 +1536,7 @@ ATTNDEF uint8_t attn_f32_to_fp8_e5m2(float x) {
 ATTNDEF float attn_fp8_e5m2_to_f32(uint8_t v) { return attn_f16_to_f32((uint16_t)(v << 8)); }
 
 #ifdef ATTN__HAVE_E4M3_LUT
-/* Every e4m3 value as bf16 bytes, for the table decode (attn__e4m3_bf16_words__avx512): [0: the
+/* Every e4m3 value as bf16 bytes, for the table decode (attn__fp8_bf16_words__avx512): [0: the
    high byte XOR the index, 1: the low byte][the code's 7 magnitude bits]. Each value is exact
    in bf16 (3 mantissa bits), NaN included. The high byte holds its index XORed in so that XOR
    with the code itself puts the sign back in one step. Generated from attn_fp8_e4m3_to_f32;
@@ -1856,8 +1856,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
-#define ATTN__HEAD_GROUP 4       /* query heads processed together (G padded to a multiple) */
-#define ATTN__WIDE_GROUP 8       /* ... or, where G allows, this many (attn__decode_wide_heads) */
+#define ATTN__HEAD_GROUP 4       /* query heads a block of the kernels serves (attn__decode_block) */
+#define ATTN__WIDE_GROUP 8       /* ... or this many, where the ISA's registers hold them */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
@@ -1885,7 +1885,10 @@ typedef enum attn__format {
 #undef ATTN__FORMAT_ENUM
 
 typedef struct attn__decode_plan {
-    int H, Hk, G, G4, D, Dv;     /* G4: G padded to ATTN__HEAD_GROUP; Dv: D padded to 16 */
+    int H, Hk, G, Gs, D, Dv;     /* Gs: scratch rows a KV head (attn__decode_scratch_heads);
+                                    Dv: D padded to 32, two vectors of any pass */
+    int hb;                      /* the route's block: query heads a kernel call serves
+                                    (attn__decode_block); G runs padded to a multiple */
     attn__logits logits;         /* causal: the query is at the last key's position */
     float q_mul;
     const float *sinks;
@@ -1911,6 +1914,29 @@ typedef struct attn__decode_plan {
     char *scratch; size_t scratch_bytes;
 } attn__decode_plan;
 
+/* G padded to a multiple of the block hb. */
+ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
+    return (G + hb - 1) / hb * hb;
+}
+
+/* The route's block: how many query heads of a KV head one call of the decode kernels serves,
+   from the widths the ISA's pass compiles (attn__kernels.decode_widths): one for one (MHA);
+   over fp8 rows (fp8), whose decode the heads of a block share, eight for more than four where
+   the pass has blocks of eight; else four. Head counts in between run padded (two and three as
+   four, five to seven over fp8 as eight); the pair kernels (pairs) take four or eight.
+   docs/PERF.md#decode-design has the measurements behind each width. */
+ATTN__PRIVATE int attn__decode_block(int G, int widths, int pairs, int fp8) {
+    if (fp8 && G > ATTN__HEAD_GROUP && (widths & ATTN__WIDE_GROUP)) return ATTN__WIDE_GROUP;
+    if ((G == 1 && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
+    return ATTN__HEAD_GROUP;
+}
+
+/* The scratch's rows a KV head: G padded for any route (the size queries see no dtypes), a
+   multiple of every block the call may take. */
+ATTN__PRIVATE int attn__decode_scratch_heads(int G, int widths) {
+    return attn__decode_padded_heads(G, attn__decode_block(G, widths, 1, 1));
+}
+
 /* What decode's tile rows of dt hold (attn__decode_tile_rows): value / fold, a power of two
    that the scale takes back (e4m3 through f16 comes as value / 256). */
 ATTN__PRIVATE float attn__decode_tile_fold(attn_dtype dt) {
@@ -1919,32 +1945,32 @@ ATTN__PRIVATE float attn__decode_tile_fold(attn_dtype dt) {
 
 /* Per thread, for each of up to `span` KV heads of a work item: */
 typedef struct attn__decode_scratch {
-    float *q;       /* [span][G4][Dv] pre-scaled queries (padded heads are 0) */
-    float *p;       /* [span][G4][PSTRIDE] logits, then probabilities */
-    float *o;       /* [span][G4][Dv] output accumulators */
+    float *q;       /* [span][Gs][Dv] pre-scaled queries (padded heads are 0) */
+    float *p;       /* [span][Gs][PSTRIDE] logits, then probabilities */
+    float *o;       /* [span][Gs][Dv] output accumulators */
     float *tile;    /* [DECODE_CHUNK][Dv] f32 K or V rows, when D is not a vector multiple */
     uint32_t *qt;   /* [span][tile_words] query tiles (tile_words 0: none) */
     uint16_t *kt;   /* [DECODE_CHUNK][Dv] bf16 key or value rows for the tiles, when not read
                        in place */
-    float *ct;      /* [span][(G4 + 15) / 16][Dv / 16][16 heads][16 dims] P.V on tiles (C) */
+    float *ct;      /* [span][(Gs + 15) / 16][Dv / 16][16 heads][16 dims] P.V on tiles (C) */
     uint32_t *vt;   /* [16][Dv] a chunk's value rows in pairs of keys (B tiles; rows 8-15: 0) */
     uint16_t *pt;   /* [16 heads][32 keys] a chunk's bf16 probabilities (A tile; keys 16-31: 0) */
 } attn__decode_scratch;
 
 /* The floats of one KV head's C tiles of P.V on tiles (attn__decode_tile_values): [heads / 16
    up][Dv / 16][16 heads][16 dims]. */
-ATTN__PRIVATE size_t attn__decode_tile_acc_size(int G4, int Dv) {
-    return (size_t)(G4 + 15) / 16 * 16 * (size_t)Dv;
+ATTN__PRIVATE size_t attn__decode_tile_acc_size(int Gs, int Dv) {
+    return (size_t)(Gs + 15) / 16 * 16 * (size_t)Dv;
 }
 
 /* Lays out one thread's decode scratch at base (NULL: only measures) and returns its size: with
    tile_words, query tiles and bf16 rows for the logits on tiles, and with G at
    ATTN__DECODE_TILE_VALUES_GROUP or more the operands of P.V on tiles too. */
-ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv,
+ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int Gs, int Dv,
                                                  size_t tile_words, char *base,
                                                  attn__decode_scratch *s) {
     char *c = base;
-    size_t heads = (size_t)span * G4;
+    size_t heads = (size_t)span * Gs;
     float *q = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
     float *p = (float *)attn__carve(&c, sizeof(float) * heads * ATTN__DECODE_PSTRIDE);
     float *o = (float *)attn__carve(&c, sizeof(float) * heads * Dv);
@@ -1957,7 +1983,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv
         kt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * (size_t)ATTN__DECODE_CHUNK * Dv);
     }
     if (tile_words && G >= ATTN__DECODE_TILE_VALUES_GROUP) {
-        ct = (float *)attn__carve(&c, sizeof(float) * span * attn__decode_tile_acc_size(G4, Dv));
+        ct = (float *)attn__carve(&c, sizeof(float) * span * attn__decode_tile_acc_size(Gs, Dv));
         vt = (uint32_t *)attn__carve(&c, sizeof(uint32_t) * 16 * (size_t)Dv);
         pt = (uint16_t *)attn__carve(&c, sizeof(uint16_t) * 16 * 32);
     }
@@ -1972,7 +1998,7 @@ ATTN__PRIVATE size_t attn__decode_scratch_layout(int span, int G, int G4, int Dv
 /* The C tiles of P.V of the span's KV head i. */
 ATTN__PRIVATE float *attn__decode_tile_acc(const attn__decode_plan *P,
                                            const attn__decode_scratch *sc, int i) {
-    return sc->ct + (size_t)i * attn__decode_tile_acc_size(P->G4, P->Dv);
+    return sc->ct + (size_t)i * attn__decode_tile_acc_size(P->Gs, P->Dv);
 }
 
 /* A KV head's C tiles of P.V (ct) as the partition's outputs po[G][D], times mul. */
@@ -1997,7 +2023,7 @@ typedef struct attn__decode_piece_at {
 /* Rows to ask for ahead of the kernels (see attn__decode_ahead_step): [at, end) into L2, the
    next piece's rows of the current head; [near, near_end) into L1, the rows the kernels read
    after the current ones when the L2 cursor asked for them earlier. esz bytes an element, for
-   `heads` query heads (G4). */
+   `heads` query heads (the route's padded heads). */
 typedef struct attn__decode_ahead {
     const char *at, *end;
     const char *near, *near_end;
@@ -2386,52 +2412,48 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    defines as ATTN__FN(name) is compiled as name__scalar, name__avx2, name__avx512 or
    name__neon, so a profiler's symbol (attn__decode_partition__avx512) is found by grepping
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
-       attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk
-       attn__decode_chunk_at attn__decode_chunk_dt attn__decode_chunk_e4m3_lut
-       attn__decode_chunk_format attn__decode_chunk_g23_e4m3_lut attn__decode_chunk_g56_e4m3_lut
-       attn__decode_dot2_dots attn__decode_dot2_format attn__decode_dot2_fp8_dots
-       attn__decode_dot2_fp8_keys attn__decode_dot2_fp8_pv attn__decode_dot2_heads
-       attn__decode_dot2_keys attn__decode_dot2_pv attn__decode_dot2_pv_cols
-       attn__decode_dot2_pv_step attn__decode_dot2_values attn__decode_dot_keys
-       attn__decode_dot_keys_reg attn__decode_dots attn__decode_dots_heads attn__decode_even_odd
-       attn__decode_family attn__decode_few attn__decode_fold attn__decode_format attn__decode_fp8
-       attn__decode_fp8_pair_dots attn__decode_fp8_pair_pv attn__decode_g23 attn__decode_half_row
-       attn__decode_heads attn__decode_in_place attn__decode_keys_paired attn__decode_load
-       attn__decode_load2 attn__decode_load_q attn__decode_merge attn__decode_pair_heads
-       attn__decode_pair_order attn__decode_pairs attn__decode_partition attn__decode_parts_store
-       attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows attn__decode_probs_bf16
-       attn__decode_pv attn__decode_pv_cols attn__decode_pv_cols_nv attn__decode_pv_key
-       attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows
-       attn__decode_rows_of attn__decode_small attn__decode_softmax attn__decode_softmax_heads
-       attn__decode_tile_dots attn__decode_tile_fp8 attn__decode_tile_fp8_tables
-       attn__decode_tile_keys attn__decode_tile_logits attn__decode_tile_probs
-       attn__decode_tile_pv attn__decode_tile_queries attn__decode_tile_rows
-       attn__decode_tile_value_pairs attn__decode_tile_value_pass attn__decode_tile_values
-       attn__decode_unpack_order attn__decode_wide_heads attn__dnnl_between attn__dnnl_pack_kv
-       attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows attn__load_outputs
-       attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
-       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
-       attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
-       attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
-       attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
-       attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
-       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
-       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold
-       attn__vexp attn__vtanh */
+       attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk_at
+       attn__decode_chunk_bf16 attn__decode_chunk_dt attn__decode_chunk_e4m3
+       attn__decode_chunk_e5m2 attn__decode_chunk_f16 attn__decode_chunk_f32 attn__decode_chunk_fn
+       attn__decode_chunk_for attn__decode_dot2_keys attn__decode_dot2_pv_cols
+       attn__decode_dot2_pv_step attn__decode_dot2_row attn__decode_dot2_values
+       attn__decode_dot_keys attn__decode_even_odd attn__decode_fold attn__decode_format
+       attn__decode_fp8 attn__decode_in_place attn__decode_keys_paired attn__decode_load
+       attn__decode_load2 attn__decode_load_q attn__decode_logits attn__decode_pair_chunk_bf16
+       attn__decode_pair_chunk_dt attn__decode_pair_chunk_fp8 attn__decode_pair_logits
+       attn__decode_pair_order attn__decode_pair_values attn__decode_pairs attn__decode_partition
+       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
+       attn__decode_probs_bf16 attn__decode_pv_cols_nv attn__decode_pv_key
+       attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
+       attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_dots attn__decode_tile_fp8
+       attn__decode_tile_fp8_tables attn__decode_tile_keys attn__decode_tile_logits
+       attn__decode_tile_probs attn__decode_tile_pv attn__decode_tile_queries
+       attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
+       attn__decode_tile_values attn__decode_unpack_order attn__decode_values attn__dnnl_between
+       attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
+       attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
+       attn__pack_value_cols attn__pack_value_pairs attn__prefetch_tile attn__prefill_item
+       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles
+       attn__qk_dot2_micro attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs
+       attn__softmax_lanes attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load
+       attn__tile_emu_store attn__tile_file attn__tile_operands attn__tile_outputs attn__tile_rows
+       attn__tile_rows16 attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step
+       attn__tile_values attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block
+       attn__unfold attn__vexp attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
     attn_isa isa;
     int caps;  /* ATTN__CAP_* this pass has */
+    int decode_widths;  /* decode's blocks of query heads this pass compiles: 1 | 4 | 8 */
     /* dst[i] = src[i] * scale as f32 (any dtype) */
     void (*to_f32)(float *dst, const void *src, attn_dtype dt, int n, float scale);
     /* dst[i] = src[i] rounded to dt (f32, f16, bf16) */
     void (*from_f32)(void *dst, attn_dtype dt, const float *src, int n);
     void (*prefill_item)(const attn__prefill_plan *plan, int item, int thread);
-    /* one decode partition's partial results; then the ordered merge of a sequence's partials */
+    /* one decode partition's partial results (attn__decode_merge merges them) */
     void (*decode_partition)(const attn__decode_plan *plan, int seq, int g0, int g1, int part,
                              int thread);
-    void (*decode_merge)(const attn__decode_plan *plan, int seq, int g);
 #ifdef ATTN_USE_ONEDNN
     void (*prefill_item_dnnl)(const attn__prefill_plan *plan, int item, int thread);  /* [H] */
 #endif
@@ -3599,8 +3621,7 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
                                             const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
-    int G4 = (G + ATTN__HEAD_GROUP - 1) / ATTN__HEAD_GROUP * ATTN__HEAD_GROUP,
-        Dv = (D + 15) / 16 * 16;
+    int Gs = attn__decode_scratch_heads(G, c->k->decode_widths), Dv = (D + 31) / 32 * 32;
     int64_t parts = 0;
     for (int s = 0; s < num_seqs; s++)
         parts +=
@@ -3612,14 +3633,14 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
     int span = ATTN__MIN(p->num_kv_heads, ATTN__DECODE_SPAN);
     size_t tile_words = attn__decode_tiles_may_run(c, p) ? attn__decode_tile_words(p) : 0;
     size_t per_thread =
-            attn__align_up(attn__decode_scratch_layout(span, G, G4, Dv, tile_words, NULL, NULL));
+            attn__align_up(attn__decode_scratch_layout(span, G, Gs, Dv, tile_words, NULL, NULL));
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
         P->part_start = (int64_t *)(void *)a;
         P->partials = (float *)(void *)(a + head);
         P->scratch = a + head + partials;
         P->scratch_bytes = per_thread;
-        P->G4 = G4; P->Dv = Dv; P->tile_words = tile_words;
+        P->Gs = Gs; P->Dv = Dv; P->tile_words = tile_words;
     }
     return ATTN__ALIGN + head + partials + per_thread * (size_t)c->threads;
 }
@@ -3641,6 +3662,40 @@ typedef struct attn__decode_run {
     const attn__kernels *k;
 } attn__decode_run;
 
+/* Merges a sequence's partitions in order (the sink first, as a term with no value):
+   out = sum_p o_p e^(m_p - M) / (sum_p l_p e^(m_p - M)), lse = M + log(denominator). One loop
+   for every ISA (it runs once per sequence and head, D floats a partition: about 1% of the
+   partitions' time), the output rounded by the ISA's row conversion. */
+ATTN__PRIVATE void attn__decode_merge(const attn__decode_run *run, int seq, int g) {
+    const attn__decode_plan *P = run->plan;
+    int G = P->G, D = P->D, h, d;
+    int64_t parts = P->part_start[seq + 1] - P->part_start[seq], k;
+    float acc[ATTN_MAX_HEAD_SIZE];
+    size_t osz = attn_dtype_size(P->out_dtype);
+    int has_keys = attn__sees_keys(&P->logits, P->seq_lens[seq] - 1, P->seq_lens[seq]);
+    for (h = 0; h < G; h++) {
+        int hq = g * G + h;
+        float M = P->sinks ? P->sinks[hq] : -INFINITY, l = 0.0f;
+        for (k = 0; k < parts; k++)
+            M = ATTN__MAX(M, attn__decode_partial(P, P->part_start[seq] + k, g)[h]);
+        for (d = 0; d < D; d++) acc[d] = 0.0f;
+        if (P->sinks) l = attn__vexp__scalar(P->sinks[hq] - M);
+        for (k = 0; k < parts && M > -INFINITY; k++) {
+            const float *part = attn__decode_partial(P, P->part_start[seq] + k, g);
+            const float *o = part + 2 * G + (size_t)h * D;
+            float w = attn__vexp__scalar(part[h] - M);
+            if (part[G + h] == 0.0f) continue;  /* empty partition (window) */
+            for (d = 0; d < D; d++) acc[d] += o[d] * w;
+            l += part[G + h] * w;
+        }
+        float inv = has_keys ? 1.0f / l : 0.0f;
+        for (d = 0; d < D; d++) acc[d] *= inv;
+        run->k->from_f32(P->out + (size_t)(seq * P->out_stride + (int64_t)hq * D) * osz,
+                         P->out_dtype, acc, D);
+        if (P->lse) P->lse[(int64_t)seq * P->H + hq] = has_keys ? M + logf(l) : -INFINITY;
+    }
+}
+
 /* v1: one item per (sequence, span of KV heads) computes its partitions in order, then merges
    them. The span only groups the reads: each KV head's arithmetic is the same in any span. */
 ATTN__PRIVATE void attn__decode_v1_item(const attn__decode_run *run, int item, int thread) {
@@ -3648,7 +3703,7 @@ ATTN__PRIVATE void attn__decode_v1_item(const attn__decode_run *run, int item, i
     int seq = item / P->spans, g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
     for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g0, g1, part, thread);
-    for (int g = g0; g < g1; g++) run->k->decode_merge(P, seq, g);
+    for (int g = g0; g < g1; g++) attn__decode_merge(run, seq, g);
 }
 
 ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
@@ -3683,7 +3738,7 @@ ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_ver
 ATTN__PRIVATE void attn__decode_v2_merge_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     (void)thread;
-    run->k->decode_merge(run->plan, item / run->plan->Hk, item % run->plan->Hk);
+    attn__decode_merge(run, item / run->plan->Hk, item % run->plan->Hk);
 }
 
 /* Checks a decode's arguments, in the order the entry points have always checked them. */
@@ -3744,6 +3799,8 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
        pair kernels do */
     P->tile_values = P->tile_keys && a->q.dtype == ATTN_BF16 && c->bf16_probs &&
                      P->G >= ATTN__DECODE_TILE_VALUES_GROUP;
+    P->hb = attn__decode_block(P->G, c->k->decode_widths, P->bf16_pairs,
+                               attn__is_fp8(cache->dtype));
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
@@ -4768,8 +4825,6 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #ifdef ATTN__HAVE_E4M3_LUT
 #define ATTN__HAS_E4M3_LUT 1
 #define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
-#define ATTN__VLOAD_E4M3_LUT(p) attn__e4m3_lut1__avx512(p)
-#define ATTN__VLOAD2_E4M3_LUT(p, a, b) attn__e4m3_lut2__avx512((p), &(a), &(b))
 #endif
 #define ATTN__VTRANSUM(f, pairs)                                                                  \
     ((pairs) ? attn__transum_pairs__avx512(f) : attn__transum__avx512(f))
@@ -4810,12 +4865,11 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #ifdef ATTN__HAVE_E4M3_LUT
 /* fp8 rows as the pair kernels' bf16 (attn__fp8_bf16_row__avx512; AVX-512 VBMI: callers check
    ATTN__E4M3_LUT_READY): a key row's 2L codes at p in order; the pairs (a[j], b[j]) of the
-   first L codes of two value rows, or (a[j], 0) where two is 0 (b is not read). dt is the
-   format, e5m2 or e4m3 through the tables. */
+   first L codes of two value rows, or (a[j], 0) where two is 0 (b is not read). e5m2 picks
+   the tables: e5m2's or e4m3's. */
 #define ATTN__HAS_FP8_PAIRS 1
-#define ATTN__VLOADI_FP8(p, dt) attn__fp8_bf16_row__avx512((p), (dt) == ATTN__FMT_E5M2)
-#define ATTN__VPAIRI_FP8(a, b, two, dt)                                                           \
-    attn__fp8_bf16_pairs__avx512((a), (b), (two), (dt) == ATTN__FMT_E5M2)
+#define ATTN__VLOADI_FP8(p, e5m2) attn__fp8_bf16_row__avx512((p), (e5m2))
+#define ATTN__VPAIRI_FP8(a, b, two, e5m2) attn__fp8_bf16_pairs__avx512((a), (b), (two), (e5m2))
 #endif
 
 /* Word indices for a word permute that interleaves: word 2k takes word k, word 2k+1 takes
@@ -4877,8 +4931,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
     *b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 #ifdef ATTN__HAVE_E4M3_LUT
-/* The fp8 codes in bytes 0-31 of x as 32 bf16 words, word w the value of code spread[2w] (e4m3's
-   decode to f32: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
+/* The fp8 codes in bytes 0-31 of x as 32 bf16 words, word w the value of code spread[2w] (the
+   pair kernels' values: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
    attn__e5m2_bf16_bytes): the codes spread to both bytes of
    their word (a byte permute), the high bytes looked up (the low ones zeroed), the low bytes
    looked up (the codes kept in the high ones), and a XOR that leaves the high byte's entry
@@ -4902,17 +4956,12 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_words__avx512(__m512i x, __m51
             [k] "Yk"(low));
     return _mm512_xor_si512(h, x);
 }
-/* Word 2j code j, word 2j+1 code 16 + j: the spread of the e4m3 decode to f32 and of the pair
-   kernels' values. */
+/* Word 2j code j, word 2j+1 code 16 + j: the spread of the pair kernels' values. */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_spread_halves__avx512(void) {
     return _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12, 27, 27,
                            11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8, 23, 23, 7, 7, 22, 22,
                            6, 6, 21, 21, 5, 5, 20, 20, 4, 4, 19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1,
                            1, 16, 16, 0, 0);
-}
-ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_bf16_words__avx512(__m512i x) {
-    return attn__fp8_bf16_words__avx512(x, attn__fp8_spread_halves__avx512(),
-                                        attn__e4m3_bf16_bytes);
 }
 /* The bf16 pair kernels over an fp8 cache (bf16 queries; attn__decode_pairs): their rows as
    bf16 words through the byte tables of the format (e5m2 or e4m3), each value exact. A key
@@ -4940,20 +4989,6 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_pairs__avx512(const uint8_t *a
     return attn__fp8_bf16_words__avx512(_mm512_castsi256_si512(x),
                                         attn__fp8_spread_halves__avx512(),
                                         attn__fp8_bf16_table__avx512(e5m2));
-}
-/* 32 e4m3 codes at p as two f32 vectors, in order: each dword of the words holds codes j and
-   16 + j, so a shift and a mask split it (the bf16 value is the f32's high half). */
-ATTN__PRIVATE ATTN__INLINE void attn__e4m3_lut2__avx512(const uint8_t *p, __m512 *a, __m512 *b) {
-    __m512i w = attn__e4m3_bf16_words__avx512(
-        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p)));
-    *a = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    *b = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
-}
-/* 16 codes at p (reads 16 bytes). */
-ATTN__PRIVATE ATTN__INLINE __m512 attn__e4m3_lut1__avx512(const uint8_t *p) {
-    __m512i w = attn__e4m3_bf16_words__avx512(
-        _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 #endif
 #if ATTN__HAS_TILES
@@ -5159,7 +5194,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 
 /* for (i = 0; i < n; i += STEP) unrolled, n (a constant after inlining) at most MAX. clang 14
    fully unrolls a loop (and so keeps the arrays it indexes in registers) only when its bound is
-   a literal before inlining, hence MAX and a test of n (see attn__decode_chunk_of); gcc's code
+   a literal before inlining, hence MAX and a test of n (see attn__decode_pv_cols_nv); gcc's code
    is as fast either way (docs/PERF.md#decode-clang). */
 #define ATTN__UNROLL_UPTO(i, n, MAX, STEP)                                                         \
     ATTN__UNROLL for (i = 0; i < (MAX); i += (STEP)) if (i < (n))
@@ -6282,15 +6317,16 @@ ATTN__PRIVATE void ATTN__FN(attn__prefill_item_dnnl)(const attn__prefill_plan *P
    [X] Paged decode: one query token, the G heads of each KV head of a span, one partition. */
 
 /* Where a chunk of K or V rows is read from: the cache itself (native dtype, dequantized in
-   registers) when D is a vector multiple, else an f32 copy padded to Dv. */
+   registers) when D is a multiple of two vectors, else an f32 copy padded to Dv. */
 typedef struct ATTN__FN(attn__decode_rows) {
     const void *base;
     attn_dtype dt;
     size_t stride;   /* elements between rows */
 } ATTN__FN(attn__decode_rows);
 
-/* Whether this pass runs the bf16 pair kernels (see attn__decode_dot2_dots; over an fp8 cache
-   the plan asks for them only where the pass has the byte tables that make its rows bf16). */
+/* Whether this pass runs the bf16 pair kernels (see attn__decode_pair_logits; over an fp8
+   cache the plan asks for them only where the pass has the byte tables that make its rows
+   bf16). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #if ATTN__HAS_DOT2
     return P->bf16_pairs && ATTN__DOT2_READY();
@@ -6300,21 +6336,13 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 #endif
 }
 
-/* Whether the KV heads have one or two query heads each (MHA, G = 2): the kernels then run just
-   those (attn__decode_heads), with no padding to four - except bf16 where the pair kernels run,
-   in fours as ever. Over f32 rows two heads run together; over the others, which are converted,
-   two heads together in the passes with wide groups (attn__decode_few: each vector converted
-   once for both), else one at a time (AVX2 and scalar compile the one-head kernels only: each
-   kernel width costs its compile time once per dtype and ISA,
-   docs/PERF.md#decode-small-groups). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_small)(const attn__decode_plan *P) {
-    return P->G <= 2 && !ATTN__FN(attn__decode_pairs)(P);
-}
-
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS). */
+   without kernels of its own (ATTN_NO_FP8_KERNELS; the scalar pass, whose loads convert an
+   element at a time anyway, has the f32 kernels only). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
-    return P->D % ATTN__L == 0 && (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype));
+    if (P->D % (2 * ATTN__L) != 0) return 0;
+    if (ATTN__L == 1) return P->kv_dtype == ATTN_F32;
+    return ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype);
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -6337,73 +6365,24 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     }
 }
 
-/* Whether the kernels read dt as fp8 (either format, or e4m3 through the byte tables): rows
-   whose decode costs more than the loads of the queries or accumulators it would save, so
-   each vector is converted once for the heads of a group, four or eight (attn__decode_dots,
-   attn__decode_pv, attn__decode_wide_heads). */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn__format dt) {
-    return dt == ATTN__FMT_E4M3_LUT || dt == ATTN__FMT_E4M3_FINITE ||
-           attn__is_fp8((attn_dtype)dt);  /* the others: dtypes */
-}
-
-/* The format the kernels read in-place rows of dt in (e4m3 through the byte tables, where the
-   pass and the CPU have them). */
+/* The format the vector kernels read in-place rows of dt in: e4m3 without the NaN fix where the
+   pass has that (AVX2: attn__decode_rows_of hands a chunk with a NaN code to the kernels as f32
+   copies), else the dtype's own. (e4m3 through the byte tables of the pair kernels is no faster
+   here: docs/PERF.md#decode-design.) */
 ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
-#if ATTN__HAS_E4M3_LUT
-    if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__FMT_E4M3_LUT;
-#endif
+    if (dt == ATTN_FP8_E4M3 && ATTN__HAS_E4M3_FINITE) return ATTN__FMT_E4M3_FINITE;
     return (attn__format)dt;  /* a dtype's own format has its value */
 }
 
-/* Whether the KV heads have two, three, five or six query heads each and the kernels take them
-   as one group of that width, each K/V vector decoded once for the group, not padded to four or
-   eight nor (two) run one head at a time: G itself (the chunk functions of those widths,
-   attn__decode_chunk_g23_<t> and attn__decode_chunk_g56_<t>), else 0. Where wide groups run at
-   all (attn__decode_wide_heads), the rows are read in place, not as f32 copies, and the pair
-   kernels do not run (they take heads in fours or eights, padded). An f32 cache, which has
-   nothing to decode, takes five or six heads so (their P.V then reads its rows in segments)
-   but not two or three: those wait on the reads, which want each value row read whole and in
-   order (two heads with their queries in registers, or four: attn__decode_pv;
-   docs/PERF.md#decode-f32-wide). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_few)(const attn__decode_plan *P) {
-    int G = P->G;
-    if ((G != 2 && G != 3 && G != 5 && G != 6) || ATTN__DACC < 2 * ATTN__WIDE_GROUP) return 0;
-    /* rows not read in place come as f32 copies, which stay in fours */
-    if (!ATTN__FN(attn__decode_in_place)(P) || (P->kv_dtype == ATTN_F32 && G < 5)) return 0;
-    return ATTN__FN(attn__decode_pairs)(P) ? 0 : G;
-}
-
-/* Which chunk functions a pass calls (attn__decode_chunk): attn__decode_few's width; or 7 for
-   f32 rows read in place from seven query heads a KV head where the padded heads G4 make whole
-   wide groups: all of them then run in groups of WIDE_GROUP, in the f32 function of five or
-   six heads. With nothing to decode, eight heads still load each key and value vector once
-   instead of four times (two heads at a time with their queries in registers). In a function
-   of their own, so that the wide loops leave the code of the f32 function of one, two and four
-   heads as it is (docs/PERF.md#decode-f32-wide). Else 0. */
-ATTN__PRIVATE int ATTN__FN(attn__decode_family)(const attn__decode_plan *P) {
-    int few = ATTN__FN(attn__decode_few)(P);
-    if (few || P->kv_dtype != ATTN_F32 || !ATTN__FN(attn__decode_in_place)(P) || P->G < 7)
-        return few;
-    return ATTN__DACC >= 2 * ATTN__WIDE_GROUP && P->G4 % ATTN__WIDE_GROUP == 0 ? 7 : 0;
-}
-
-/* The query heads the kernels run for each KV head: G itself for one or two (attn__decode_small)
-   and for two, three, five or six (attn__decode_few), else G padded to a multiple of four. The
-   scratch keeps G4 rows a KV head either way. */
-ATTN__PRIVATE int ATTN__FN(attn__decode_heads)(const attn__decode_plan *P) {
-    return ATTN__FN(attn__decode_small)(P) || ATTN__FN(attn__decode_few)(P) ? P->G : P->G4;
-}
-
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
-   never multiply by them. Rows read in registers come back as value / fold (see
-   ATTN__DTYPE_LIST: e4m3 through f16 as value / 256), so the fold joins the scale there: a
-   power of two, exact. (The byte tables give the value itself.) */
+   never multiply by them. Rows the vector kernels read in registers come back as value / fold
+   (see ATTN__DTYPE_LIST: e4m3 through f16 as value / 256, with or without the NaN fix), so the
+   fold joins the scale there: a power of two, exact. (The pair kernels' byte tables give the
+   value itself.) */
 ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
+    if (!ATTN__FN(attn__decode_in_place)(P) || ATTN__FN(attn__decode_pairs)(P)) return scale;
 #define ATTN__FOLD_OF(name, value, t, U, type, str, dec, enc, cls, fold)                          \
-    (fold) != 1 && ATTN__FN(attn__decode_in_place)(P) &&                                          \
-            ATTN__FN(attn__decode_format)(P->kv_dtype) == ATTN__FMT_##U                           \
-        ? scale * (float)(fold)                                                                   \
-        :
+    (fold) != 1 && P->kv_dtype == name ? scale * (float)(fold) :
     return ATTN__DTYPE_LIST(ATTN__FOLD_OF) scale;  /* a test for each dtype with a fold: e4m3 */
 #undef ATTN__FOLD_OF
 }
@@ -6430,7 +6409,7 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
         /* e4m3 read without the NaN fix: a chunk with a NaN code is copied exactly instead */
-        if (!(ATTN__HAS_E4M3_FINITE && P->kv_dtype == ATTN_FP8_E4M3 &&
+        if (!(ATTN__FN(attn__decode_format)(P->kv_dtype) == ATTN__FMT_E4M3_FINITE &&
               ATTN__E4M3_HAS_NAN(base, (size_t)n * P->D)))
             return r;
         mul = 1.0f / ATTN__FN(attn__decode_fold)(P, 1.0f);  /* 1/256: exact */
@@ -6486,7 +6465,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     a.esz = attn_dtype_size(P->kv_dtype);
-    a.heads = (size_t)ATTN__FN(attn__decode_heads)(P);
+    a.heads = (size_t)attn__decode_padded_heads(P->G, P->hb);
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
     return a;
@@ -6500,17 +6479,12 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
     case ATTN__FMT_##U: return ATTN__VLOAD_##U((const type *)base + i);
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD_CASE)
-        case ATTN__FMT_E4M3_LUT:
-#if ATTN__HAS_E4M3_LUT
-            return ATTN__VLOAD_E4M3_LUT((const uint8_t *)base + i);
-#else
-            break;  /* only where the pass has the tables (attn__decode_format) */
-#endif
+        case ATTN__FMT_E4M3_LUT: break;  /* the pair kernels' format alone */
         case ATTN__FMT_E4M3_FINITE:
 #if ATTN__HAS_E4M3_FINITE
             return ATTN__VLOAD_E4M3_FINITE((const uint8_t *)base + i);
 #else
-            break;  /* only where the pass has it (attn__decode_chunk_format) */
+            break;  /* only where the pass has it (attn__decode_format) */
 #endif
     }
 #undef ATTN__LOAD_CASE
@@ -6533,19 +6507,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
                                                               size_t i, ATTN__VF *a, ATTN__VF *b) {
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD2_CASE)
-        case ATTN__FMT_E4M3_LUT:
-#if ATTN__HAS_E4M3_LUT
-            ATTN__VLOAD2_E4M3_LUT((const uint8_t *)base + i, *a, *b);
-            return;
-#else
-            break;  /* only where the pass has the tables (attn__decode_format) */
-#endif
+        case ATTN__FMT_E4M3_LUT: break;  /* the pair kernels' format alone */
         case ATTN__FMT_E4M3_FINITE:
 #if ATTN__HAS_E4M3_FINITE
             ATTN__VLOAD2_E4M3_FINITE((const uint8_t *)base + i, *a, *b);
             return;
 #else
-            break;  /* only where the pass has it (attn__decode_chunk_format) */
+            break;  /* only where the pass has it (attn__decode_format) */
 #endif
     }
     *a = *b = ATTN__VZERO();  /* not a format */
@@ -6555,366 +6523,205 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 #undef ATTN__LOAD2_FP8
 #undef ATTN__LOAD2_CASE
 
-/* The dot-product kernels' accumulators: acc[h][c] for hp heads and keys t..t+nk (nk 1 or
+/* Whether rows of format dt are fp8, whose decode costs more than its loads (a constant after
+   inlining): the formats that also take blocks of eight heads (attn__decode_block). */
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn__format dt) {
+    return dt == ATTN__FMT_E4M3 || dt == ATTN__FMT_E4M3_FINITE || dt == ATTN__FMT_E5M2 ||
+           dt == ATTN__FMT_E4M3_LUT;
+}
+
+/* The dot-product kernels' accumulators: acc[h][c] for hb heads and keys t..t+nk (nk 1 or
    even), cleared, then left as the per-lane partials that attn__decode_reduce_parts sums. For
    two or more heads a step of an even number of keys stores them in pairs, after the first
    round of the transpose-reduce (ATTN__VPAIR_SUMS): part[h][(t + c) % L / 2] holds the pair
    sums of keys t+c and t+c+1, half the vectors to store and load again. One head's keys (MHA:
    with one accumulator a key the pair sums cost about what the stores they save do) and single
    keys are stored as they are, in part[h][(t + c) % L] (docs/PERF.md#decode-paired-parts). */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_keys_paired)(int hp, int nk) {
-    return nk % 2 == 0 && hp > 1;
+ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_keys_paired)(int hb, int nk) {
+    return nk % 2 == 0 && hb > 1;
 }
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hp,
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[][ATTN__DKT], int hb,
                                                                   int nk) {
     int h, c;
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VZERO();
 }
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT],
-                                                                   int hp, int t, int nk,
-                                                                    ATTN__VF part[][ATTN__L]) {
+                                                                   int hb, int t, int nk,
+                                                                   ATTN__VF part[][ATTN__L]) {
     int h, c;
-    if (ATTN__FN(attn__decode_keys_paired)(hp, nk)) {
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+    if (ATTN__FN(attn__decode_keys_paired)(hb, nk)) {
+        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 2)
                 part[h][(t + c) % ATTN__L / 2] = ATTN__VPAIR_SUMS(acc[h][c], acc[h][c + 1]);
     } else {
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) part[h][(t + c) % ATTN__L] = acc[h][c];
     }
 }
 
-/* logits[h][0, L) = mul * the lane sums of keys [0, m) for hp heads, lanes m.. 0: one
+/* logits[h][0, L) = mul * the lane sums of keys [0, m) for hb heads, lanes m.. 0: one
    transpose-reduce per L keys, whole vectors stored (the logits rows have room past n). With
    in_pairs (a constant: the steps' keys were paired) keys [0, paired) were stored in pairs
    (attn__decode_parts_store) and the others one at a time, paired here; without, every key one
-   at a time. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
-                                                                    int hp, int in_pairs,
-                                                                     int paired, int m, float mul,
-                                                                     float *ATTN_RESTRICT logits) {
+   at a time. A function of its own, shared by every format and block: it runs once per L keys
+   of a head. */
+ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF part[][ATTN__L],
+                                                                    int hb, int in_pairs,
+                                                                    int paired, int m, float mul,
+                                                                    float *ATTN_RESTRICT logits) {
     int h, t;
     if (in_pairs)  /* slot t is written after keys 2t and 2t + 1 are read; later ones are > t */
         for (t = paired / 2; t < ATTN__L / 2; t++)
-            for (h = 0; h < hp; h++)
+            for (h = 0; h < hb; h++)
                 part[h][t] = 2 * t >= m ? ATTN__VZERO()
                         : ATTN__VPAIR_SUMS(part[h][2 * t],
                                            2 * t + 1 < m ? part[h][2 * t + 1] : ATTN__VZERO());
     else
         for (t = m; t < ATTN__L; t++)
-            for (h = 0; h < hp; h++) part[h][t] = ATTN__VZERO();
-    for (h = 0; h < hp; h++) {
+            for (h = 0; h < hb; h++) part[h][t] = ATTN__VZERO();
+    for (h = 0; h < hb; h++) {
         ATTN__VF sums = ATTN__VTRANSUM(part[h], in_pairs);
         if (mul != 1.0f) sums = ATTN__VMUL(sums, ATTN__VSET1(mul));
         ATTN__VSTORE(logits + (size_t)h * ATTN__DECODE_PSTRIDE, sums);
     }
 }
 
-/* part[h][t..t+nk) = per-lane partial dot products of the hp (four or eight) queries with keys
-   t..t+nk, the queries read from L1 (any head size). The nk rows are read side by side, so that
-   one query load can serve nk keys rather than one load per multiply-add. gcc folds the loads
-   back into the multiply-adds (with AVX2 20 loads for 16 of them, more than two 256-bit loads a
-   cycle can feed; with AVX-512 and eight heads, two keys a step, one 512-bit load for each), so
-   ATTN__VKEEP holds each query vector in a register for the nk keys. Not for e4m3, whose decode
-   needs the registers (docs/PERF.md#decode-query-loads). */
+/* Keys per step of the logits: DKT, half as many for eight heads, so that the hb x nk
+   accumulators stay in registers. */
+#define ATTN__DECODE_STEP_KEYS(hb)                                                                \
+    ((hb) <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / (hb)))
+
+/* part[h][t..t+nk) = per-lane partial dot products of the hb queries (rows Dv apart, read from
+   L1) with keys t..t+nk over Dk dims (a multiple of 2L), the keys from `last` on read as key `last` (their
+   logits fall past the chunk, where nothing reads them). The nk rows are read side by side, so
+   that one query load serves nk keys and each key vector is loaded (decoded) once for the hb
+   heads. gcc folds
+   the loads back into the multiply-adds (one load per multiply-add), so ATTN__VKEEP holds each
+   query vector in a register for the nk keys; not for e4m3's arithmetic decode, which needs the
+   registers (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q,
-                                                                int Dv, int hp,
-                                                                 const void *k, attn__format dt,
-                                                                 size_t stride, int Dk, int t,
-                                                                 int nk,
-                                                                 ATTN__VF part[][ATTN__L],
-                                                                 attn__decode_ahead *ahead) {
+                                                                int Dv, int hb,
+                                                                const void *k, attn__format dt,
+                                                                size_t stride, int Dk, int t,
+                                                                int nk, int last,
+                                                                ATTN__VF part[][ATTN__L],
+                                                                attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
+    size_t row[ATTN__DKT];
     int h, c, d;
-    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, hp);
-    for (d = 0; d + 2 * ATTN__L <= Dk; d += 2 * ATTN__L) {
+    ATTN__FN(attn__decode_parts_zero)(acc, hb, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, hb);
+    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) row[c] = (size_t)ATTN__MIN(t + c, last) * stride;
+    for (d = 0; d < Dk; d += 2 * ATTN__L) {
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
-            ATTN__FN(attn__decode_load2)(k, dt, (size_t)(t + c) * stride + d, &k0[c], &k1[c]);
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
+            ATTN__FN(attn__decode_load2)(k, dt, row[c] + d, &k0[c], &k1[c]);
+        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d),
                      q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
-            if (dt != ATTN__FMT_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
+            if (dt != ATTN__FMT_E4M3 && dt != ATTN__FMT_E4M3_FINITE) {
+                ATTN__VKEEP(q0);
+                ATTN__VKEEP(q1);
+            }
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
                 acc[h][c] = ATTN__VFMA(q0, k0[c], acc[h][c]);
                 acc[h][c] = ATTN__VFMA(q1, k1[c], acc[h][c]);
             }
         }
     }
-    if (d < Dk)
-        ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
-            ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, (size_t)(t + c) * stride + d);
-            ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
-                acc[h][c] = ATTN__VFMA(ATTN__VLOAD(q + (size_t)h * Dv + d), kv, acc[h][c]);
-        }
-    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hb, t, nk, part);
 }
 
-/* The same for hp heads whose queries (nv <= nvmax vectors each) are held in registers qr:
-   one key load per hp multiply-adds, no query loads (hp, nvmax constants after inlining). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys_reg)(const ATTN__VF *qr, int hp,
-                                                                    int nvmax, int nv,
-                                                                     const void *k, attn__format dt,
-                                                                     size_t stride,
-                                                                     int t, int nk,
-                                                                     ATTN__VF part[][ATTN__L],
-                                                                     attn__decode_ahead *ahead) {
-    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
-    int h, c, i;
-    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
-    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
-        ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
-        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 2) {
-            const size_t at = (size_t)(t + c) * stride + (size_t)i * ATTN__L;
-            if (i + 1 < nv) {
-                ATTN__VF k0, k1;
-                ATTN__FN(attn__decode_load2)(k, dt, at, &k0, &k1);
-                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) {
-                    acc[h][c] = ATTN__VFMA(qr[h * nvmax + i], k0, acc[h][c]);
-                    acc[h][c] = ATTN__VFMA(qr[h * nvmax + i + 1], k1, acc[h][c]);
-                }
-            } else if (i < nv) {
-                ATTN__VF kv = ATTN__FN(attn__decode_load)(k, dt, at);
-                ATTN__UNROLL_UPTO(h, hp, ATTN__HEAD_GROUP, 1) acc[h][c] =
-                        ATTN__VFMA(qr[h * nvmax + i], kv, acc[h][c]);
-            }
-        }
-    }
-    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
-}
-
-/* logits[h][t] = q_h . k_t (t < n) for hp heads, the queries in registers (reg: nv <= nvmax
-   vectors per head) or read from L1 (hp = 4 or 8, any head size; with 8 heads half as many keys
-   a step, so the accumulators stay in registers). The per-key partial vectors are summed L keys
-   at a time by one transpose-reduce, not one horizontal sum per key; whole vectors are stored
-   (the logits rows have room past n). reg, hp and nvmax are constants after inlining. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots_heads)(const float *ATTN_RESTRICT q,
-                                                                  int Dv, int reg,
-                                                                   int hp, int nvmax, int nv,
-                                                                   const void *k,
-                                                                   attn__format dt, size_t stride,
-                                                                   int n,
-                                                                   float *ATTN_RESTRICT logits,
-                                                                   attn__decode_ahead *ahead) {
-    ATTN__VF qr[ATTN__DACC], part[ATTN__WIDE_GROUP][ATTN__L];
-    const int nk = reg ||
-            hp <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / hp);
-    int h, i;
-    if (reg)
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
-            ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
-                qr[h * nvmax + i] = i < nv ? ATTN__VLOAD(q + (size_t)h * Dv + (size_t)i * ATTN__L)
-                    : ATTN__VZERO();
+/* logits[h][t] = q_h . k_t (t < n) for the hb heads of a block (hb and dt constants after
+   inlining): the per-key partial vectors (attn__decode_dot_keys) summed L keys at a time by one
+   transpose-reduce, not one horizontal sum per key; whole vectors are stored (the logits rows
+   have room past n). Whole steps of nk keys only, a chunk's last step filled with its last key
+   (one loop to compile, not a second for the odd keys). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_logits)(const float *ATTN_RESTRICT q, int Dv,
+                                                              int hb, const void *k,
+                                                              attn__format dt, size_t stride,
+                                                              int n, int Dk,
+                                                              float *ATTN_RESTRICT logits,
+                                                              attn__decode_ahead *ahead) {
+    ATTN__VF part[ATTN__WIDE_GROUP][ATTN__L];
+    const int nk = ATTN__DECODE_STEP_KEYS(hb);
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-#define ATTN__DOTS_STEP(NK)                                                                        \
-    if (reg) ATTN__FN(attn__decode_dot_keys_reg)(qr, hp, nvmax, nv, k, dt, stride, t0 + t, NK,     \
-                                                 part, ahead);                                     \
-    else ATTN__FN(attn__decode_dot_keys)(q, Dv, hp, k, dt, stride, nv * ATTN__L, t0 + t, NK, part, \
-                                         ahead)
-        for (; t + nk <= m; t += nk) { ATTN__DOTS_STEP(nk); }
-        paired = t;
-        for (; t < m; t++) { ATTN__DOTS_STEP(1); }
-#undef ATTN__DOTS_STEP
-        ATTN__FN(attn__decode_reduce_parts)(part, hp, ATTN__FN(attn__decode_keys_paired)(hp, nk),
-                                            paired, m, 1.0f, logits + t0);
+        int m = ATTN__MIN(ATTN__L, n - t0), t;
+        for (t = 0; t < m; t += nk)
+            ATTN__FN(attn__decode_dot_keys)(q, Dv, hb, k, dt, stride, Dk, t0 + t, nk, n - 1, part,
+                                            ahead);
+        ATTN__FN(attn__decode_reduce_parts)(part, hb, ATTN__FN(attn__decode_keys_paired)(hb, nk),
+                                            t, m, 1.0f, logits + t0);
     }
 }
 
-/* One or two heads (hp < 4) whose rows of nvec vectors are half what the registers hold: the
-   logits and P.V then run them at that width as a constant (attn__decode_dots, attn__decode_pv). */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_half_row)(int hp, int nvec) {
-    return 2 * nvec == ATTN__DACC / hp;
-}
-
-/* Whether hp heads over rows of format dt run as a group of two or three (attn__decode_few's
-   g23 chunk functions; never over f32 rows): the queries read from L1, each K/V vector decoded
-   once for the group, P.V in segments of DACC/4 vectors (an even width: bf16's pairs of vectors
-   stay whole). */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_g23)(int hp, attn__format dt) {
-    return (hp == 2 || hp == 3) && dt != ATTN__FMT_F32;
-}
-
-/* logits of the hp heads of a group. Eight heads read their queries from L1 (each key vector
-   decoded once for the eight: see attn__decode_wide_heads), and so do three, five and six, and
-   two over converted rows (attn__decode_few). One or two (attn__decode_small)
-   keep their queries in registers where a row is as wide as the registers hold (DACC/hp
-   vectors) or half that, the width a constant, so the loops carry no checks of it (MHA at
-   D = 128 with AVX-512 is the half); other widths and fp8 rows read them from L1 rather than
-   hold them behind checks of the width (docs/PERF.md#decode-small-widths). Of four, rows of up
-   to DACC/2 vectors keep the queries in registers, two heads at a time (the chunk is
-   re-read from L1 for the other two), except for fp8, whose decode costs more than the query
-   loads it would save. f16 and bf16, whose decode is as cheap as e5m2's, keep the queries in
-   registers: from L1 they are faster in L2 but slower from DRAM
-   (docs/PERF.md#decode-query-loads). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dots)(const float *ATTN_RESTRICT q, int Dv,
-                                                            int hp,
-                                                             const void *k, attn__format dt,
-                                                             size_t stride,
-                                                             int n, int Dk,
-                                                             float *ATTN_RESTRICT logits,
-                                                             attn__decode_ahead *ahead) {
-    int nvec = Dk / ATTN__L, regs = !ATTN__FN(attn__decode_fp8)(dt);  /* queries may be held */
-    if (hp > ATTN__HEAD_GROUP || ATTN__FN(attn__decode_g23)(hp, dt)) {  /* hp: a constant */
-        ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits, ahead);
-        return;
-    }
-    if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: queries in registers if they fit */
-        const int w = ATTN__DACC / hp;  /* rows of w or w/2 vectors: nv a constant, no checks */
-        if (regs && nvec == w)
-            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w, w, k, dt, stride, n, logits, ahead);
-        else if (regs && ATTN__FN(attn__decode_half_row)(hp, nvec))
-            ATTN__FN(attn__decode_dots_heads)(q, Dv, 1, hp, w / 2, w / 2, k, dt, stride, n, logits,
-                                              ahead);
-        else
-            ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, hp, 0, nvec, k, dt, stride, n, logits,
-                                              ahead);
-        return;
-    }
-    if (regs && nvec <= ATTN__DACC / 2) {
-        for (int h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            ATTN__FN(attn__decode_dots_heads)(q + (size_t)h * Dv, Dv, 1, 2, ATTN__DACC / 2, nvec, k,
-                                              dt, stride, n,
-                                              logits + (size_t)h * ATTN__DECODE_PSTRIDE, ahead);
-        return;
-    }
-    ATTN__FN(attn__decode_dots_heads)(q, Dv, 0, ATTN__HEAD_GROUP, 0, nvec, k, dt, stride, n, logits,
-                                      ahead);
-}
-
-/* acc[h][c] += p[h][t] v_t[d0 + c*L ..] for hp heads, c < nv (hp, nvmax constants after
-   inlining; nv <= nvmax). */
+/* acc[h][c] += p[h][t] v_t[d0 + c*L ..] for hb heads, c < nv (hb, nvmax constants after
+   inlining; nv <= nvmax, both even). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc,
                                                               const float *ATTN_RESTRICT p, int t,
-                                                               const void *v, attn__format dt,
-                                                               size_t stride, int d0,
-                                                               int nv, int hp, int nvmax) {
+                                                              const void *v, attn__format dt,
+                                                              size_t stride, int d0,
+                                                              int nv, int hb, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
     int h, c;
     ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 2) {
         const size_t at = (size_t)t * stride + d0 + c * ATTN__L;
         vv[c] = vv[c + 1] = ATTN__VZERO();
-        if (c + 1 < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
-        else if (c < nv) vv[c] = ATTN__FN(attn__decode_load)(v, dt, at);
+        if (c < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
     }
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
         ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) acc[h * nvmax + c] = ATTN__VFMA(w, vv[c], acc[h * nvmax + c]);
     }
 }
 
-/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hp heads, the hp * nvmax accumulators in
-   registers across the chunk's n keys (hp, nvmax constants after inlining; nv <= nvmax). Keys
+/* o[h][d0, d0 + nv*L) += sum_t p[h][t] v_t for hb heads, the hb * nvmax accumulators in
+   registers across the chunk's n keys (hb, nvmax constants after inlining; nv <= nvmax). Keys
    two at a time, so the bookkeeping of the prefetch and the loop is paid once per pair: with
-   AVX2 it is more instructions than the multiply-adds of a key (docs/PERF.md#decode-pv). */
+   AVX2 it is more instructions than the multiply-adds of a key (docs/PERF.md#decode-pv); an odd
+   last key in the same loop (one copy of the prefetch's code). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *ATTN_RESTRICT p,
                                                                   int n,
-                                                                   const void *v, attn__format dt,
-                                                                   size_t stride,
-                                                                   int d0, int nv, int hp,
-                                                                   int nvmax, int Dv,
-                                                                   float *ATTN_RESTRICT o,
-                                                                   attn__decode_ahead *ahead) {
+                                                                  const void *v, attn__format dt,
+                                                                  size_t stride,
+                                                                  int d0, int nv, int hb,
+                                                                  int nvmax, int Dv,
+                                                                  float *ATTN_RESTRICT o,
+                                                                  attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, c, t;
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L)
                 : ATTN__VZERO();
-    for (t = 0; t + 1 < n; t += 2) {
-        ATTN__FN(attn__decode_ahead_step)(ahead, 2 * nv * ATTN__L, hp);
-        ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hp, nvmax);
-        ATTN__FN(attn__decode_pv_key)(acc, p, t + 1, v, dt, stride, d0, nv, hp, nvmax);
+    for (t = 0; t < n; t += 2) {
+        int two = t + 1 < n;
+        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * ATTN__L, hb);
+        ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hb, nvmax);
+        if (two) ATTN__FN(attn__decode_pv_key)(acc, p, t + 1, v, dt, stride, d0, nv, hb, nvmax);
     }
-    if (t < n) {
-        ATTN__FN(attn__decode_ahead_step)(ahead, nv * ATTN__L, hp);
-        ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hp, nvmax);
-    }
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h * nvmax + c]);
 }
 
-/* The same, with the common case nv = nvmax compiled on its own, free of the checks of nv. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols)(const float *ATTN_RESTRICT p, int n,
-                                                                const void *v, attn__format dt,
-                                                                size_t stride,
-                                                                int d0, int nv, int hp, int nvmax,
-                                                                int Dv,
-                                                                float *ATTN_RESTRICT o,
-                                                                attn__decode_ahead *ahead) {
-    /* nv >= nvmax, not nv == nvmax: from an equality clang 14 puts nv for nvmax in this call, makes
-       it the same as the other and merges the two, so the accumulators' index is not a constant */
-    if (nv >= nvmax) ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nvmax, hp, nvmax,
-                                                       Dv, o,
-                                                 ahead);
-    else ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d0, nv, hp, nvmax, Dv, o, ahead);
-}
-
-/* P.V for the hp heads of a group. Eight heads share each converted vector, in column segments of
-   DACC/8 vectors (see attn__decode_wide_heads), and so do five and six; three, and two over
-   converted rows, in segments of DACC/4 (as fp8's four heads); one or two otherwise, in
-   segments of DACC/hp, or a row of half that in one segment of a constant width, free of checks
-   (as the logits, attn__decode_dots; f32 rows keep the segment loop, why in
-   docs/PERF.md#decode-small-widths).
-   For four, each value row is read whole and in order: reading parts of several rows in turn
-   defeats the hardware prefetcher. So the accumulators of a whole row stay in registers for as
-   many heads as fit (the chunk is re-read from L1 for the other heads), and only rows longer
-   than DACC vectors are split. Converted rows are the exception where their conversion would
-   be repeated for each head (fp8 always: its decode costs more than the FMAs; f16 and bf16 when
-   a row does not fit for two heads, as D = 128 with AVX2): all four heads share each converted
-   vector, in segments of DACC/4 vectors (a cache line of fp8 per segment when L = 16, so the
-   order of lines hardly changes).
-   The measurements behind each choice: docs/PERF.md#decode-pv. */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_RESTRICT p, int n,
-                                                          const void *v,
-                                                           attn__format dt, size_t stride, int Dk,
-                                                           int Dv, int hp,
-                                                           float *ATTN_RESTRICT o,
-                                                           attn__decode_ahead *ahead) {
-    int nvec = Dk / ATTN__L, h, d;
-    const int q4 = ATTN__DACC / 4, q2 = ATTN__DACC / 2, seg = ATTN__DACC / ATTN__WIDE_GROUP;
-    if (hp > ATTN__HEAD_GROUP) {  /* five, six or eight (a constant: clang unrolls by it) */
-        for (d = 0; d < Dk; d += seg * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(seg, (Dk - d) / ATTN__L), hp, seg, Dv, o,
-                                           ahead);
-    } else if (ATTN__FN(attn__decode_g23)(hp, dt)) {
-        for (d = 0; d < Dk; d += q4 * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(q4, (Dk - d) / ATTN__L), hp, q4, Dv, o, ahead);
-    } else if (hp < ATTN__HEAD_GROUP && ATTN__FN(attn__decode_half_row)(hp, nvec) &&
-               dt != ATTN__FMT_F32) {
-        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, 0, ATTN__DACC / hp / 2, hp,
-                                          ATTN__DACC / hp / 2, Dv, o, ahead);
-    } else if (hp < ATTN__HEAD_GROUP) {  /* one or two heads: both read each row vector */
-        for (d = 0; d < Dk; d += ATTN__DACC / hp * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(ATTN__DACC / hp, (Dk - d) / ATTN__L), hp,
-                                           ATTN__DACC / hp, Dv, o, ahead);
-    } else if (nvec <= q4) {
-        ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, 0, nvec, 4, q4, Dv, o, ahead);
-    } else if (ATTN__FN(attn__decode_fp8)(dt) || (dt != ATTN__FMT_F32 && nvec > q2)) {
-        for (d = 0; d < Dk; d += q4 * ATTN__L)
-            ATTN__FN(attn__decode_pv_cols)(p, n, v, dt, stride, d,
-                                           ATTN__MIN(q4, (Dk - d) / ATTN__L), 4, q4, Dv, o,
-                                           ahead);
-    } else if (nvec <= q2) {
-        for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt, stride,
-                                           0, nvec, 2, q2,
-                                           Dv, o + (size_t)h * Dv, ahead);
-    } else {
-        for (h = 0; h < ATTN__HEAD_GROUP; h++)
-            for (d = 0; d < Dk; d += ATTN__DACC * ATTN__L)
-                ATTN__FN(attn__decode_pv_cols)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n, v, dt,
-                                               stride, d,
-                                               ATTN__MIN(ATTN__DACC, (Dk - d) / ATTN__L), 1,
-                                               ATTN__DACC, Dv,
-                                               o + (size_t)h * Dv, ahead);
-    }
+/* P.V for the hb heads of a block (hb and dt constants after inlining): column segments of
+   DACC / hb vectors, at most eight (an even number: bf16's pairs of vectors stay whole), each
+   segment's accumulators in registers across the chunk's keys and each value vector loaded
+   (decoded) once for the hb heads; what is left of a row after its whole segments, in segments
+   of two vectors. Each loop's width is a constant, free of checks. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_values)(const float *ATTN_RESTRICT p, int n,
+                                                              const void *v, attn__format dt,
+                                                              size_t stride, int Dk, int Dv,
+                                                              int hb, float *ATTN_RESTRICT o,
+                                                              attn__decode_ahead *ahead) {
+    const int seg = ATTN__MIN(8, ATTN__DACC / hb);
+    int d = 0;
+    for (; d + seg * ATTN__L <= Dk; d += seg * ATTN__L)
+        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, seg, hb, seg, Dv, o, ahead);
+    for (; seg > 2 && d < Dk; d += 2 * ATTN__L)  /* seg 2: no rest (a constant test) */
+        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, 2, hb, 2, Dv, o, ahead);
 }
 
 #if ATTN__HAS_DOT2
@@ -6926,28 +6733,34 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv)(const float *ATTN_REST
    scale applied to the f32 logits - exact products, f32 sums. Values: pairs of keys, rows t and
    t+1 unpacked into (v_t, v_t+1) pairs against the probabilities rounded to bf16, as in
    prefill's pair path (relative error <= 2^-9 per weight; the denominator and lse use the
-   unrounded values). Unpacking works within 128-bit lanes, so the value accumulators hold the
-   dims in the order that attn__decode_unpack_order undoes at the partition's end. */
+   unrounded values). Unpacking works within 128-bit lanes, so the value accumulators of a bf16
+   cache hold the dims in the order that attn__decode_unpack_order undoes at the partition's
+   end; fp8's are in order. */
 
-/* Whether the pair kernels read rows of format dt (a constant): bf16, and fp8 through the
-   tables where the pass has them. */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_format)(attn__format dt) {
-    return dt == ATTN__FMT_BF16 ||
-           (ATTN__HAS_FP8_PAIRS && (dt == ATTN__FMT_E4M3_LUT || dt == ATTN__FMT_E5M2));
+/* Elements [i, i + 2L) of a key row as L bf16 pairs: bf16 rows as they are, fp8 rows through
+   the tables (dt a constant after inlining: ATTN__FMT_BF16, or ATTN__FMT_E4M3_LUT for both fp8
+   formats, whose tables e5m2 picks at run time - one function for the two). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE ATTN__VI ATTN__FN(attn__decode_dot2_row)(
+    const void *base, attn__format dt, int e5m2, size_t i) {
+#if ATTN__HAS_FP8_PAIRS
+    if (dt != ATTN__FMT_BF16) return ATTN__VLOADI_FP8((const uint8_t *)base + i, e5m2);
+#endif
+    (void)dt; (void)e5m2;
+    return ATTN__VLOADI((const uint16_t *)base + i);
 }
 
 /* Dims [i, i + 2L) of the value rows of keys t (row at i) and t + 1 (stride further; two = 0:
    zeros) as pairs (v_t, v_t+1) in lo and hi: bf16 rows unpacked within 128-bit lanes (see
    attn__decode_unpack_order), fp8 rows in order, the first L dims in lo. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_values)(
-    const void *base, attn__format dt, size_t i, size_t stride, int two, ATTN__VI *lo,
+    const void *base, attn__format dt, int e5m2, size_t i, size_t stride, int two, ATTN__VI *lo,
     ATTN__VI *hi) {
-    (void)dt;  /* bf16 alone where the pass has no fp8 pair kernels */
+    (void)dt; (void)e5m2;  /* bf16 alone where the pass has no fp8 pair kernels */
 #if ATTN__HAS_FP8_PAIRS
     if (dt != ATTN__FMT_BF16) {
         const uint8_t *a = (const uint8_t *)base + i, *b = two ? a + stride : a;
-        *lo = ATTN__VPAIRI_FP8(a, b, two, dt);
-        *hi = ATTN__VPAIRI_FP8(a + ATTN__L, b + ATTN__L, two, dt);
+        *lo = ATTN__VPAIRI_FP8(a, b, two, e5m2);
+        *hi = ATTN__VPAIRI_FP8(a + ATTN__L, b + ATTN__L, two, e5m2);
         return;
     }
 #endif
@@ -6956,141 +6769,67 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_val
     ATTN__VUNPACK_PAIRS(a, b, *lo, *hi);
 }
 
-/* part[h][t..t+nk) for the four heads: per-lane partial dot products, the queries in registers
-   qr (nvmax = DACC/4 vectors a head) or, with qr NULL, read from qm (rows qs apart). */
+/* part[h][t..t+nk) for hb query heads (bf16 rows qs apart, read from L1) over key rows of
+   format dt (hb and dt constants after inlining), keys from `last` on read as key `last` (see
+   attn__decode_dot_keys): each key vector loaded (decoded) once for the hb heads, each query
+   vector once for the nk keys. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
-    const ATTN__VI *qr, const uint16_t *qm, int qs, int nvmax, int nv, const uint16_t *k,
-    size_t stride,
-    int t, int nk, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
-    ATTN__VF acc[ATTN__HEAD_GROUP][ATTN__DKT];
-    int h, c, i;
-    ATTN__FN(attn__decode_parts_zero)(acc, ATTN__HEAD_GROUP, nk);
-    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
-        ATTN__FN(attn__decode_ahead_step)(ahead, nv * 2 * ATTN__L, ATTN__HEAD_GROUP);
-        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
-            if (i < nv) {
-                ATTN__VI kv = ATTN__VLOADI(k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L);
-                ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++) {
-                    ATTN__VI qv = qr ? qr[h * nvmax + i]
-                                     : ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
-                    acc[h][c] = ATTN__VDOT2(acc[h][c], kv, qv);
-                }
-            }
-    }
-    ATTN__FN(attn__decode_parts_store)(acc, ATTN__HEAD_GROUP, t, nk, part);
-}
-
-#if ATTN__HAS_FP8_PAIRS
-/* part[h][t..t+nk) for hp query heads (four or eight) over fp8 key rows (dt; both constants
-   after inlining), the queries read from qm (rows qs apart): each key vector decoded once for
-   the hp heads, each query vector read once for the nk keys, the row's nv vector pairs in a loop
-   of their own (not unrolled up to DACC as in attn__decode_dot2_keys: beside the tables and the
-   accumulators there is no room for that). */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_keys)(
-    const uint16_t *qm, int qs, int nv, const void *k, attn__format dt, size_t stride, int t,
-    int nk, int hp, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
+    const uint16_t *qm, int qs, int nv, const void *k, attn__format dt, int e5m2, size_t stride,
+    int t, int nk, int last, int hb, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT];
+    size_t row[ATTN__DKT];
     int h, c, i;
-    ATTN__FN(attn__decode_parts_zero)(acc, hp, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, hp);
+    ATTN__FN(attn__decode_parts_zero)(acc, hb, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, hb);
+    ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) row[c] = (size_t)ATTN__MIN(t + c, last) * stride;
     for (i = 0; i < nv; i++) {
         ATTN__VI kv[ATTN__DKT];
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
-            kv[c] = ATTN__VLOADI_FP8(
-                    (const uint8_t *)k + (size_t)(t + c) * stride + (size_t)i * 2 * ATTN__L, dt);
-        ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
+            kv[c] = ATTN__FN(attn__decode_dot2_row)(k, dt, e5m2,
+                                                    row[c] + (size_t)i * 2 * ATTN__L);
+        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
             ATTN__VI qv = ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VDOT2(acc[h][c], kv[c], qv);
         }
     }
-    ATTN__FN(attn__decode_parts_store)(acc, hp, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hb, t, nk, part);
 }
 
-/* logits[h][t] = mul * q_h . k_t (t < n) for hp heads (four or eight, a constant) over fp8
-   rows of format dt (a constant), q as bf16 rows qs apart; keys DKT at a time for four heads,
-   half as many for eight, so that the accumulators stay in registers. */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_dots)(
-    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
-    float mul, int hp, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
-    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
+/* logits[h][t] = mul * q_h . k_t (t < n) for the hb heads of a block, q as bf16 rows qs apart
+   (hb and dt constants after inlining). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_logits)(
+    const uint16_t *q, int qs, const void *k, attn__format dt, int e5m2, size_t stride, int n,
+    int Dk, float mul, int hb, float *ATTN_RESTRICT logits, attn__decode_ahead *ahead) {
     ATTN__VF part[ATTN__WIDE_GROUP][ATTN__L];
-    const int nk = hp > ATTN__HEAD_GROUP ? ATTN__DKT / 2 : ATTN__DKT;
+    const int nk = ATTN__DECODE_STEP_KEYS(hb);  /* even: the steps' keys are paired */
     int nv = Dk / (2 * ATTN__L), t0;
     for (t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        for (; t + nk <= m; t += nk)
-            ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, nk, hp, part,
-                                                 ahead);
-        paired = t;
-        for (; t < m; t++)
-            ATTN__FN(attn__decode_dot2_fp8_keys)(q, qs, nv, k, dt, stride, t0 + t, 1, hp, part,
-                                                 ahead);
-        ATTN__FN(attn__decode_reduce_parts)(part, hp, 1, paired, m, mul, logits + t0);
+        int m = ATTN__MIN(ATTN__L, n - t0), t;
+        for (t = 0; t < m; t += nk)
+            ATTN__FN(attn__decode_dot2_keys)(q, qs, nv, k, dt, e5m2, stride, t0 + t, nk, n - 1, hb,
+                                             part, ahead);
+        ATTN__FN(attn__decode_reduce_parts)(part, hb, 1, t, m, mul, logits + t0);
     }
-    *cursor = local;
-}
-
-#endif
-
-/* logits[h][t] = mul * q_h . k_t (t < n) for the four heads of a group over bf16 rows, q as
-   bf16 rows qs apart. Up to DACC/4 vectors a head the queries stay in registers, two keys at a
-   time. */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_dots)(
-    const uint16_t *q, int qs, const uint16_t *k, size_t stride, int n, int Dk, float mul,
-    float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
-    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
-    const int q4 = ATTN__DACC / ATTN__HEAD_GROUP;
-    ATTN__VI qr[ATTN__DACC];
-    ATTN__VF part[ATTN__HEAD_GROUP][ATTN__L];
-    int nv = Dk / (2 * ATTN__L), h, i, t0;
-    if (nv <= q4)
-        ATTN__UNROLL for (h = 0; h < ATTN__HEAD_GROUP; h++)
-            ATTN__UNROLL_UPTO(i, q4, ATTN__DACC, 1)
-                qr[h * q4 + i] = i < nv ? ATTN__VLOADI(q + (size_t)h * qs + (size_t)i * 2 * ATTN__L)
-                        : ATTN__VZEROI();
-    for (t0 = 0; t0 < n; t0 += ATTN__L) {
-        int m = ATTN__MIN(ATTN__L, n - t0), t = 0, paired;
-        if (nv <= q4) {
-            for (; t + 2 <= m; t += 2)
-                ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride, t0 + t, 2, part,
-                                                 ahead);
-            paired = t;
-            for (; t < m; t++) ATTN__FN(attn__decode_dot2_keys)(qr, NULL, 0, q4, nv, k, stride,
-                                                                t0 + t, 1,
-                                                          part, ahead);
-        } else {
-            for (; t + ATTN__DKT <= m; t += ATTN__DKT)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t,
-                                                 ATTN__DKT, part,
-                                                 ahead);
-            paired = t;
-            for (; t < m; t++)
-                ATTN__FN(attn__decode_dot2_keys)(NULL, q, qs, ATTN__DACC, nv, k, stride, t0 + t, 1,
-                                                 part, ahead);
-        }
-        ATTN__FN(attn__decode_reduce_parts)(part, ATTN__HEAD_GROUP, 1, paired, m, mul,
-                                            logits + t0);  /* steps of 2 or DKT keys: paired */
-    }
-    *cursor = local;
 }
 
 /* One step of attn__decode_dot2_pv_cols: keys t and t + 1, or with two = 0 (a constant) the odd
    last key t, paired with a zero row and weight. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_step)(
     ATTN__VF *acc, const uint16_t *p, int ps, int t, int two, const void *v, attn__format dt,
-    size_t stride, int d0, int nv, int hp, int nvmax, attn__decode_ahead *ahead) {
-    ATTN__VI lo[ATTN__DACC / 4], hi[ATTN__DACC / 4];
+    int e5m2, size_t stride, int d0, int nv, int hb, int nvmax, attn__decode_ahead *ahead) {
+    ATTN__VI lo[ATTN__DACC / 2], hi[ATTN__DACC / 2];
     int h, i;
-    ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hp);  /* rows read */
-    ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1) {
+    ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hb);  /* rows read */
+    ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC / 2, 1) {
         size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
         lo[i] = hi[i] = ATTN__VZEROI();
-        if (i < nv) ATTN__FN(attn__decode_dot2_values)(v, dt, at, stride, two, &lo[i], &hi[i]);
+        if (i < nv)
+            ATTN__FN(attn__decode_dot2_values)(v, dt, e5m2, at, stride, two, &lo[i], &hi[i]);
     }
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1) {
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
         const uint16_t *ph = p + (size_t)h * ps + t;
         ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
-        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC, 1)
+        ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC / 2, 1)
             if (i < nv) {
                 acc[h * 2 * nvmax + 2 * i] = ATTN__VDOT2(acc[h * 2 * nvmax + 2 * i], lo[i], w);
                 acc[h * 2 * nvmax + 2 * i + 1] =
@@ -7099,99 +6838,39 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     }
 }
 
-/* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hp heads, pairs of keys at a
-   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart, v rows
-   of format dt. The 2 * hp * nvmax accumulators stay in registers (hp, nvmax, dt constants
-   after inlining). */
+/* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hb heads, pairs of keys at a
+   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart. The
+   2 * hb * nvmax accumulators stay in registers (hb, nvmax, dt constants after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
-    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int d0,
-    int nv, int hp,
-    int nvmax,
-    int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, int e5m2, size_t stride,
+    int d0, int nv, int hb, int nvmax, int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, i, t;
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
             acc[h * 2 * nvmax + i] = i < 2 * nv
                 ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
     for (t = 0; t + 1 < n; t += 2)
-        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 1, v, dt, stride, d0, nv, hp, nvmax,
-                                            ahead);
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 1, v, dt, e5m2, stride, d0, nv, hb,
+                                            nvmax, ahead);
     if (t < n)
-        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 0, v, dt, stride, d0, nv, hp, nvmax,
-                                            ahead);
-    ATTN__UNROLL_UPTO(h, hp, ATTN__WIDE_GROUP, 1)
-        ATTN__UNROLL_UPTO(i, 2 * nv, ATTN__DACC, 1)
-            ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 0, v, dt, e5m2, stride, d0, nv, hb,
+                                            nvmax, ahead);
+    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
+            if (i < 2 * nv)
+                ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
-/* P.V for the four heads of a group over bf16 rows: all four at once up to 2 vector pairs a row,
-   else two heads at a time in column segments of DACC/4 pairs (the chunk is re-read from L1). */
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_dot2_pv)(
-    const uint16_t *p, int ps, int n, const uint16_t *v, size_t stride, int Dk, int Dv,
-    float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
-    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
-    const int seg = ATTN__DACC / 4, w = 2 * ATTN__L;
-    const attn__format dt = ATTN__FMT_BF16;
-    int nv = Dk / w, h, d;
-    if (nv <= seg / 2) {
-        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, 0, nv, 4, seg / 2, Dv, o,
-                                            ahead);
-    } else {
-        for (h = 0; h < ATTN__HEAD_GROUP; h += 2)
-            for (d = 0; d < Dk; d += seg * w)
-                ATTN__FN(attn__decode_dot2_pv_cols)(p + (size_t)h * ps, ps, n, v, dt, stride, d,
-                                                    ATTN__MIN(seg, (Dk - d) / w), 2, seg, Dv,
-                                                    o + (size_t)h * Dv,
-                                                    ahead);
-    }
-    *cursor = local;
-}
-
-#if ATTN__HAS_FP8_PAIRS
-/* P.V for hp heads (four or eight, a constant) over fp8 rows of format dt (a constant), whose
-   decode costs more than the loads: the hp heads at once, a vector pair at a time, each pair
-   decoded once for them (wider segments: 1.01-1.03x the time). */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_fp8_pv)(
-    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
-    int Dv, int hp, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
-    attn__decode_ahead local = *cursor, *ahead = &local;  /* see ATTN__DECODE_CHUNK_OF */
-    for (int d = 0; d < Dk; d += 2 * ATTN__L)
-        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, stride, d, 1, hp, 1, Dv, o, ahead);
-    *cursor = local;
-}
-
-/* The fp8 logits and P.V above as functions of the pair kernels' target (the chunk functions have
-   the pass's own), with loops of their own for each format and head count (dt and hp are not
-   constants here). */
-#define ATTN__FP8_PAIRS_AS(CALL)                                                                   \
-    if (dt == ATTN__FMT_E5M2 && hp > ATTN__HEAD_GROUP) CALL(ATTN__FMT_E5M2, 8);                    \
-    else if (dt == ATTN__FMT_E5M2) CALL(ATTN__FMT_E5M2, 4);                                        \
-    else if (hp > ATTN__HEAD_GROUP) CALL(ATTN__FMT_E4M3_LUT, 8);                                   \
-    else CALL(ATTN__FMT_E4M3_LUT, 4);
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_dots)(
-    const uint16_t *q, int qs, const void *k, attn__format dt, size_t stride, int n, int Dk,
-    float mul, int hp, float *ATTN_RESTRICT logits, attn__decode_ahead *cursor) {
-#define ATTN__FP8_DOTS(DT, HP)                                                                     \
-    ATTN__FN(attn__decode_dot2_fp8_dots)(q, qs, k, DT, stride, n, Dk, mul, HP, logits, cursor)
-    ATTN__FP8_PAIRS_AS(ATTN__FP8_DOTS)
-#undef ATTN__FP8_DOTS
-}
-ATTN__DOT2_TARGET ATTN__PRIVATE void ATTN__FN(attn__decode_fp8_pair_pv)(
-    const uint16_t *p, int ps, int n, const void *v, attn__format dt, size_t stride, int Dk,
-    int Dv, int hp, float *ATTN_RESTRICT o, attn__decode_ahead *cursor) {
-#define ATTN__FP8_PV(DT, HP)                                                                       \
-    ATTN__FN(attn__decode_dot2_fp8_pv)(p, ps, n, v, DT, stride, Dk, Dv, HP, o, cursor)
-    ATTN__FP8_PAIRS_AS(ATTN__FP8_PV)
-#undef ATTN__FP8_PV
-}
-#undef ATTN__FP8_PAIRS_AS
-#endif
-
-/* The query heads the pair kernels take at once from head h of the G4: eight over fp8 rows
-   where eight are left (each row decoded once for them), else four. */
-ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_dot2_heads)(attn__format dt, int left) {
-    return dt != ATTN__FMT_BF16 && left >= ATTN__WIDE_GROUP ? ATTN__WIDE_GROUP : ATTN__HEAD_GROUP;
+/* P.V for the hb heads of a block on the pair kernels: column segments of DACC / (2 hb) vector
+   pairs, each pair of rows decoded once for the hb heads. */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_values)(
+    const uint16_t *p, int ps, int n, const void *v, attn__format dt, int e5m2, size_t stride,
+    int Dk, int Dv, int hb, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+    const int seg = ATTN__DACC / (2 * hb), w = 2 * ATTN__L;
+    for (int d = 0; d < Dk; d += seg * w)
+        ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, e5m2, stride, d,
+                                            ATTN__MIN(seg, (Dk - d) / w), hb, seg, Dv, o, ahead);
 }
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
@@ -7223,192 +6902,153 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 }
 #endif
 
-/* The kernels of HP heads, the scratch's heads + H.. (DT and HP constants). */
-#define ATTN__DECODE_KERNELS(DT, HP, H)                                                            \
-    if (kind == 0)                                                                                 \
-        ATTN__FN(attn__decode_dots)(sc->q + (heads + (H)) * Dv, Dv, HP, r.base, DT, r.stride, n,   \
-                                    Dk, sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, ahead);  \
-    else                                                                                           \
-        ATTN__FN(attn__decode_pv)(sc->p + (heads + (H)) * ATTN__DECODE_PSTRIDE + t, n, r.base, DT, \
-                                  r.stride, Dk, Dv, HP, sc->o + (heads + (H)) * Dv, ahead);
+/* Block widths (query heads a register block serves) this pass compiles, for the decode plan's
+   route (attn__decode_block): one, four, and eight where the registers hold eight heads' P.V
+   accumulators of two vectors each (not AVX2; the scalar pass runs heads one at a time). */
+#if ATTN__L == 1
+#define ATTN__DECODE_WIDTHS 1
+#elif ATTN__DACC >= 2 * ATTN__WIDE_GROUP
+#define ATTN__DECODE_WIDTHS (1 | ATTN__HEAD_GROUP | ATTN__WIDE_GROUP)
+#else
+#define ATTN__DECODE_WIDTHS (1 | ATTN__HEAD_GROUP)
+#endif
+
+/* The heads h.. of a chunk's block of HB (a constant) on the vector kernels. */
+#define ATTN__DECODE_BLOCK(HB)                                                                     \
+    for (h = 0; h < Gp; h += (HB)) {                                                               \
+        if (kind == 0)                                                                             \
+            ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), r.base, dt,         \
+                                          r.stride, n, Dk,                                         \
+                                          sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, ahead);  \
+        else                                                                                       \
+            ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n,       \
+                                          r.base, dt, r.stride, Dk, Dv, (HB),                      \
+                                          sc->o + (heads + h) * Dv, ahead);                        \
+    }
+
+/* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the Gp heads
+   from `heads` in the scratch, in blocks of the plan's width, its rows read as dt (a constant
+   after inlining: each format gets its own function, attn__decode_chunk_f32 ..). The prefetch
+   cursor goes in and out by value, so its address never leaves the function and it lives in
+   registers: vector stores may alias anything, so by pointer each of its steps would be a load
+   and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
+ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
+    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
+    const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
+    attn__format dt) {
+    attn__decode_ahead *ahead = &cursor;
+    const int Dv = P->Dv, Gp = attn__decode_padded_heads(P->G, P->hb);
+    int h;
+    if ((ATTN__DECODE_WIDTHS & 1) && P->hb == 1) { ATTN__DECODE_BLOCK(1) }
+    else if ((ATTN__DECODE_WIDTHS & ATTN__WIDE_GROUP) && ATTN__FN(attn__decode_fp8)(dt) &&
+             P->hb == ATTN__WIDE_GROUP) {
+        ATTN__DECODE_BLOCK(ATTN__WIDE_GROUP)
+    } else if (ATTN__DECODE_WIDTHS & ATTN__HEAD_GROUP) { ATTN__DECODE_BLOCK(ATTN__HEAD_GROUP) }
+    return cursor;
+}
+#undef ATTN__DECODE_BLOCK
 
 #if ATTN__HAS_DOT2
-/* The chunk (keys t.. of the partition, kind 0 or values, kind 1) for all G4 heads from `heads`
-   in the scratch on the pair kernels, four or eight heads at a time (attn__decode_dot2_heads);
-   the queries are unscaled, the logits take the scale. Called by attn__decode_chunk, not from
-   the chunk functions: a call there, its cursor passed by address or by value, gives their
-   other loops other code (the cursor in memory or the frame realigned; the e5m2 chunk
-   function's f32 kernels 1-3% slower). */
-ATTN__PRIVATE void ATTN__FN(attn__decode_pair_heads)(
+/* The same on the pair kernels, in blocks of four or eight heads: the queries as bf16 at the
+   start of their rows, unscaled (the logits take the scale); the probabilities as bf16 at the
+   start of theirs (attn__decode_probs_bf16). */
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_pair_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
-    const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *ahead,
+    const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
-    const int Dv = P->Dv;
+    attn__decode_ahead *ahead = &cursor;
+    const int Dv = P->Dv, Gp = attn__decode_padded_heads(P->G, P->hb), ps = 2 * ATTN__DECODE_PSTRIDE;
     const float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
-    for (int h = 0, hg; h < P->G4; h += hg) {
+    const int e5m2 = P->kv_dtype == ATTN_FP8_E5M2;
+    for (int h = 0; h < Gp; h += P->hb) {
         const uint16_t *q16 = (const uint16_t *)(const void *)(sc->q + (heads + h) * Dv);
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
-        hg = ATTN__FN(attn__decode_dot2_heads)(dt, P->G4 - h);
-#if ATTN__HAS_FP8_PAIRS
-        if (dt != ATTN__FMT_BF16) {
-            if (kind == 0)
-                ATTN__FN(attn__decode_fp8_pair_dots)(q16, 2 * Dv, r.base, dt, r.stride, n, Dk,
-                                                     k_mul, hg, ph + t, ahead);
-            else
-                ATTN__FN(attn__decode_fp8_pair_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n, r.base, dt,
-                                                   r.stride, Dk, Dv, hg, oh, ahead);
-            continue;
+#define ATTN__PAIR_BLOCK(HB)                                                                       \
+    if (kind == 0)                                                                                 \
+        ATTN__FN(attn__decode_pair_logits)(q16, 2 * Dv, r.base, dt, e5m2, r.stride, n, Dk, k_mul,  \
+                                           (HB), ph + t, ahead);                                   \
+    else                                                                                           \
+        ATTN__FN(attn__decode_pair_values)(p16, ps, n, r.base, dt, e5m2, r.stride, Dk, Dv, (HB),  \
+                                           oh, ahead);
+        if (dt != ATTN__FMT_BF16 && P->hb == ATTN__WIDE_GROUP) {
+            ATTN__PAIR_BLOCK(ATTN__WIDE_GROUP)
         }
-#endif
-        if (kind == 0)
-            ATTN__FN(attn__decode_dot2_dots)(q16, 2 * Dv, (const uint16_t *)r.base, r.stride, n,
-                                             Dk, k_mul, ph + t, ahead);
-        else
-            ATTN__FN(attn__decode_dot2_pv)(p16, 2 * ATTN__DECODE_PSTRIDE, n,
-                                           (const uint16_t *)r.base, r.stride, Dk, Dv, oh, ahead);
-    }
-}
-#endif
-
-/* How many of the G4 heads go in groups of WIDE_GROUP (0: none; two, three, five or six heads a
-   KV head go as one group of that width instead, attn__decode_few), so that each K/V vector is
-   decoded once for eight heads instead of once for each four: where the registers hold their
-   P.V accumulators (two vectors a head: not AVX2), outside the bf16 pair kernels, and for the
-   dtypes that are decoded at all (not f32, whose rows stay whole, two heads at a time; except
-   where all of an f32 cache's heads go in wide groups: attn__decode_family). The two loops
-   share one function: either loop in a function of its own is slower
-   (docs/PERF.md#decode-wide-heads). */
-ATTN__PRIVATE int ATTN__FN(attn__decode_wide_heads)(const attn__decode_plan *P, attn__format dt) {
-    if (ATTN__DACC < 2 * ATTN__WIDE_GROUP || ATTN__FN(attn__decode_pairs)(P)) return 0;
-    if (dt == ATTN__FMT_F32) return 0;
-    return P->G4 / ATTN__WIDE_GROUP * ATTN__WIDE_GROUP;
-}
-
-/* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G4 heads
-   from `heads` in the scratch, its rows read as dt (a constant after inlining: each dtype gets
-   its own functions, attn__decode_chunk_of; few, a constant too, is 2 in those of two or three
-   heads a KV head, 5 in those of five or six, which also run f32 rows of seven heads or more in
-   wide groups (attn__decode_family), else 0). The prefetch cursor goes in and out by value (the
-   pair kernels copy theirs into a local), so its address never leaves the function and it lives
-   in registers: vector stores may alias anything, so by pointer each of its steps would be a
-   load and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
-ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
-    const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
-    const attn__decode_scratch *sc,
-    size_t heads, int t, attn__decode_ahead cursor, attn__format dt, int few) {
-    attn__decode_ahead *ahead = &cursor;
-    const int f32 = dt == ATTN__FMT_F32, f32_wide = f32 && few == 5 && P->G > 6;
-    int Dv = P->Dv, h, hw = f32_wide ? P->G4 : ATTN__FN(attn__decode_wide_heads)(P, dt);
-    if (few && !f32_wide) {  /* G = 2, 3, 5 or 6 (attn__decode_few; compiled where the wide
-                                groups are; over f32 rows five or six only) */
-        if (ATTN__DACC >= 2 * ATTN__WIDE_GROUP && (!f32 || few == 5)) {
-            if (few == 2 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
-            else if (few == 2) { ATTN__DECODE_KERNELS(dt, 3, 0) }
-            else if (P->G == 5) { ATTN__DECODE_KERNELS(dt, 5, 0) }
-            else { ATTN__DECODE_KERNELS(dt, 6, 0) }
-        }
-        return cursor;
-    }
-    for (h = 0; h < hw; h += ATTN__WIDE_GROUP) { ATTN__DECODE_KERNELS(dt, ATTN__WIDE_GROUP, h) }
-    if (few) return cursor;  /* f32 rows, seven heads or more: all in wide groups */
-    /* G = 1 or 2: two heads together over f32 rows here (dt first, a constant: no other
-       dtype's function of this family compiles that width) and over the converted dtypes in
-       the g23 functions (attn__decode_few); otherwise (passes without wide groups) a head at a
-       time, the chunk's rows read again from L1 for the second */
-    if (ATTN__FN(attn__decode_small)(P)) {
-        if (dt == ATTN__FMT_F32 && P->G == 2) { ATTN__DECODE_KERNELS(dt, 2, 0) }
-        else for (h = 0; h < P->G; h++) { ATTN__DECODE_KERNELS(dt, 1, h) }
-        return cursor;
-    }
-    for (; h < P->G4; h += ATTN__HEAD_GROUP) {
-        ATTN__DECODE_KERNELS(dt, ATTN__HEAD_GROUP, h)
+        else { ATTN__PAIR_BLOCK(ATTN__HEAD_GROUP) }
+#undef ATTN__PAIR_BLOCK
     }
     return cursor;
 }
+#endif
 
-/* The format a dtype's chunk kernels read: e4m3 without the NaN fix where the pass has that
-   (AVX2: attn__decode_rows_of hands a chunk with a NaN code to the kernels as f32 copies). */
-ATTN__PRIVATE ATTN__INLINE attn__format ATTN__FN(attn__decode_chunk_format)(attn__format f) {
-    return f == ATTN__FMT_E4M3 && ATTN__HAS_E4M3_FINITE ? ATTN__FMT_E4M3_FINITE : f;
-}
-
-/* The chunk kernels of one dtype, a function of their own: in one function for every dtype (a
-   switch around the kernels), clang 14 merges the dtypes' loops into one that switches on the
-   dtype inside. With this, ATTN__UNROLL_UPTO and the test in attn__decode_pv_cols, clang's
-   decode is as fast as gcc's (docs/PERF.md#decode-clang). The cursor crosses the call by pointer,
-   copied in and out once: passed and returned by value, its 56 bytes went through the stack twice
-   a chunk, a cost that one head's small chunks felt (docs/PERF.md#decode-chunk-call). */
-#define ATTN__DECODE_CHUNK_OF(NAME, DT, FEW)                                                       \
-    ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(NAME)(                                              \
+/* The chunk functions, one per format and kernel family: the body's loops with the format's
+   row loads inlined, in a function of its own (in one function for every format, a switch around
+   the kernels, clang 14 merges the formats' loops into one that switches inside;
+   docs/PERF.md#decode-clang). The cursor crosses the call by pointer, copied in and out once
+   (docs/PERF.md#decode-chunk-call). */
+typedef void (*ATTN__FN(attn__decode_chunk_fn))(const attn__decode_plan *P, int kind,
+                                                ATTN__FN(attn__decode_rows) r, int n, int Dk,
+                                                const attn__decode_scratch *sc, size_t heads,
+                                                int t, attn__decode_ahead *cursor);
+#define ATTN__DECODE_CHUNK_OF(TARGET, NAME, BODY, DT)                                              \
+    TARGET ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(NAME)(                                       \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
         const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *cursor) {         \
-        *cursor = ATTN__FN(attn__decode_chunk_dt)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT,    \
-                                                  FEW);                                            \
+        *cursor = ATTN__FN(BODY)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT);                    \
     }
-/* Three per dtype: attn__decode_chunk_<t> (attn__decode_chunk_f32, attn__decode_chunk_f16,
-   attn__decode_chunk_bf16, attn__decode_chunk_e4m3, attn__decode_chunk_e5m2) and, for two or
-   three heads a KV head, attn__decode_chunk_g23_<t>, for five or six attn__decode_chunk_g56_<t> -
-   their own functions, so that adding those widths leaves the code of the others as it was; and
-   the three for e4m3 through the byte tables, attn__decode_chunk_e4m3_lut,
-   attn__decode_chunk_g23_e4m3_lut and attn__decode_chunk_g56_e4m3_lut; none for fp8 under
-   ATTN_NO_FP8_KERNELS. */
-#define ATTN__DECODE_CHUNK_DTYPE(name, value, t, U, type, str, dec, enc, cls, fold)               \
-    ATTN__KERNELS_##cls(                                                                           \
-        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_##t,                                              \
-                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 0)               \
-        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g23_##t,                                          \
-                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 2)               \
-        ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g56_##t,                                          \
-                              ATTN__FN(attn__decode_chunk_format)(ATTN__FMT_##U), 5), )
-ATTN__DTYPE_LIST(ATTN__DECODE_CHUNK_DTYPE)
-#if ATTN__HAS_E4M3_LUT
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_e4m3_lut, ATTN__FMT_E4M3_LUT, 0)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g23_e4m3_lut, ATTN__FMT_E4M3_LUT, 2)
-ATTN__DECODE_CHUNK_OF(attn__decode_chunk_g56_e4m3_lut, ATTN__FMT_E4M3_LUT, 5)
+#define ATTN__NO_TARGET
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_f32, attn__decode_chunk_dt, ATTN__FMT_F32)
+#if ATTN__L > 1
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_f16, attn__decode_chunk_dt, ATTN__FMT_F16)
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_bf16, attn__decode_chunk_dt,
+                      ATTN__FMT_BF16)
 #endif
-#undef ATTN__DECODE_CHUNK_DTYPE
+#if ATTN__FP8_KERNELS && ATTN__L > 1
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e4m3, attn__decode_chunk_dt,
+                      ATTN__HAS_E4M3_FINITE ? ATTN__FMT_E4M3_FINITE : ATTN__FMT_E4M3)
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e5m2, attn__decode_chunk_dt,
+                      ATTN__FMT_E5M2)
+#endif
+#if ATTN__HAS_DOT2
+ATTN__DECODE_CHUNK_OF(ATTN__DOT2_TARGET, attn__decode_pair_chunk_bf16, attn__decode_pair_chunk_dt,
+                      ATTN__FMT_BF16)
+#if ATTN__HAS_FP8_PAIRS
+ATTN__DECODE_CHUNK_OF(ATTN__DOT2_TARGET, attn__decode_pair_chunk_fp8, attn__decode_pair_chunk_dt,
+                      ATTN__FMT_E4M3_LUT)  /* both fp8 formats: see attn__decode_dot2_row */
+#endif
+#endif
+#undef ATTN__NO_TARGET
 #undef ATTN__DECODE_CHUNK_OF
 
-/* One chunk (see attn__decode_chunk_dt): dispatches on the format once per chunk, the pair
-   kernels' calls to attn__decode_pair_heads; few is the pass's attn__decode_few (G = 2 or 3:
-   the g23 functions; 5 or 6: g56). */
-ATTN__PRIVATE void ATTN__FN(attn__decode_chunk)(const attn__decode_plan *P, int kind,
-                                                ATTN__FN(attn__decode_rows) r, int n, int Dk,
-                                                const attn__decode_scratch *sc, size_t heads, int t,
-                                                attn__decode_ahead *cursor, int few) {
-    const int g23 = few == 2 || few == 3;
-    const attn__format fmt = ATTN__FN(attn__decode_format)(r.dt);
+/* The chunk function of a pass over the cache's rows in place (rows read as f32 copies take
+   attn__decode_chunk_f32): the route's kernel family (pairs or vector) and the format. The plan
+   asks for the pair kernels over bf16 rows, or over fp8 rows where the pass and the CPU have
+   their byte tables (attn__decode_plan_fill). */
+ATTN__PRIVATE ATTN__FN(attn__decode_chunk_fn) ATTN__FN(attn__decode_chunk_for)(
+    const attn__decode_plan *P) {
+    attn__format f = ATTN__FN(attn__decode_format)(P->kv_dtype);
 #if ATTN__HAS_DOT2
-    if (ATTN__FN(attn__decode_dot2_format)(fmt) && ATTN__FN(attn__decode_pairs)(P)) {
-        ATTN__FN(attn__decode_pair_heads)(P, kind, r, n, Dk, sc, heads, t, cursor, fmt);
-        return;
+    if (ATTN__FN(attn__decode_pairs)(P)) {
+#if ATTN__HAS_FP8_PAIRS
+        if (attn__is_fp8(P->kv_dtype)) return ATTN__FN(attn__decode_pair_chunk_fp8);
+#endif
+        return ATTN__FN(attn__decode_pair_chunk_bf16);
     }
 #endif
-#define ATTN__CHUNK_ARGS P, kind, r, n, Dk, sc, heads, t, cursor
-#define ATTN__CHUNK_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
-    case ATTN__FMT_##U:                                                                           \
-        ATTN__KERNELS_##cls(if (g23 && ATTN__FMT_##U != ATTN__FMT_F32)  /* f32 rows: never */      \
-                                ATTN__FN(attn__decode_chunk_g23_##t)(ATTN__CHUNK_ARGS);            \
-                            else if (few >= 5)                                                     \
-                                ATTN__FN(attn__decode_chunk_g56_##t)(ATTN__CHUNK_ARGS);            \
-                            else ATTN__FN(attn__decode_chunk_##t)(ATTN__CHUNK_ARGS), );            \
-        break;
-    switch (fmt) {
-        ATTN__DTYPE_LIST(ATTN__CHUNK_CASE)
-        case ATTN__FMT_E4M3_LUT:
-#if ATTN__HAS_E4M3_LUT  /* only where the pass has the tables (attn__decode_format) */
-            if (g23) ATTN__FN(attn__decode_chunk_g23_e4m3_lut)(ATTN__CHUNK_ARGS);
-            else if (few >= 5) ATTN__FN(attn__decode_chunk_g56_e4m3_lut)(ATTN__CHUNK_ARGS);
-            else ATTN__FN(attn__decode_chunk_e4m3_lut)(ATTN__CHUNK_ARGS);
+    if (!ATTN__FN(attn__decode_in_place)(P)) return ATTN__FN(attn__decode_chunk_f32);
+    switch (f) {
+#if ATTN__L > 1
+        case ATTN__FMT_F16: return ATTN__FN(attn__decode_chunk_f16);
+        case ATTN__FMT_BF16: return ATTN__FN(attn__decode_chunk_bf16);
 #endif
-            break;
-        case ATTN__FMT_E4M3_FINITE: break;  /* a chunk function's format, never a dtype's */
+#if ATTN__FP8_KERNELS && ATTN__L > 1
+        case ATTN__FMT_E4M3:
+        case ATTN__FMT_E4M3_FINITE: return ATTN__FN(attn__decode_chunk_e4m3);
+        case ATTN__FMT_E5M2: return ATTN__FN(attn__decode_chunk_e5m2);
+#endif
+        default: return ATTN__FN(attn__decode_chunk_f32);
     }
-#undef ATTN__CHUNK_CASE
-#undef ATTN__CHUNK_ARGS
 }
-#undef ATTN__DECODE_KERNELS
 
 #if ATTN__HAS_DECODE_TILES
 /* Decode's logits on tiles (attn__decode_plan.tile_keys): for each 32 dims,
@@ -7579,9 +7219,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_keys)(const attn__decode_plan *P, 
    _E4M3_LUT; the values themselves, not value / fold: one pass, no bf16 copy of the rows). The
    cursor asks for the next rows at the pace of the rows read. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_value_pairs)(
-    const char *v, int n, int D, attn__format dt, uint32_t *vt, attn__decode_ahead *ahead) {
+    const char *v, int n, int D, attn__format dt, int e5m2, uint32_t *vt,
+    attn__decode_ahead *ahead) {
     size_t row = (size_t)D * (dt == ATTN__FMT_BF16 ? sizeof(uint16_t) : 1);
     int i = 0;
+    (void)e5m2;  /* the fp8 tables' choice, where the pass has them */
     for (; i < (n + 1) / 2; i++) {
         const char *a = v + 2 * i * row, *b = a + row;
         uint32_t *dst = vt + (size_t)i * D;
@@ -7590,7 +7232,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_tile_value_pairs)(
             const int two = 2 * i + 1 < n;
             const uint8_t *a8 = (const uint8_t *)a, *b8 = two ? (const uint8_t *)b : a8;
             for (int d = 0; d < D; d += ATTN__L)
-                ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8(a8 + d, b8 + d, two, dt));
+                ATTN__VSTOREI(dst + d, ATTN__VPAIRI_FP8(a8 + d, b8 + d, two, e5m2));
         } else
 #endif
             ATTN__VPAIR_BF16(dst, (const uint16_t *)(const void *)a,
@@ -7675,20 +7317,18 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_values)(const attn__decode_plan *P
                                                       const float *p, float *ct, int first,
                                                       attn__decode_ahead *ahead) {
     int D = P->D;
-#define ATTN__PAIRS_OF(v, dt)                                                                      \
-    ATTN__FN(attn__decode_tile_value_pairs)((v), n, D, (dt), sc->vt, ahead)
 #if ATTN__HAS_FP8_PAIRS
-    if (ATTN__FN(attn__decode_tile_fp8_tables)(P)) {
-        if (P->kv_dtype == ATTN_FP8_E5M2) ATTN__PAIRS_OF(rows, ATTN__FMT_E5M2);
-        else ATTN__PAIRS_OF(rows, ATTN__FMT_E4M3_LUT);
-    } else
+    if (ATTN__FN(attn__decode_tile_fp8_tables)(P))  /* both fp8 formats, their tables by e5m2 */
+        ATTN__FN(attn__decode_tile_value_pairs)(rows, n, D, ATTN__FMT_E4M3_LUT,
+                                                P->kv_dtype == ATTN_FP8_E5M2, sc->vt, ahead);
+    else
 #endif
     {
         size_t row_bytes;
-        ATTN__PAIRS_OF((const char *)ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes),
-                       ATTN__FMT_BF16);
+        ATTN__FN(attn__decode_tile_value_pairs)(
+            (const char *)ATTN__FN(attn__decode_tile_rows)(P, rows, n, sc, &row_bytes), n, D,
+            ATTN__FMT_BF16, 0, sc->vt, ahead);
     }
-#undef ATTN__PAIRS_OF
     for (int h0 = 0; h0 < P->G; h0 += 16) {
         ATTN__FN(attn__decode_tile_probs)(p + (size_t)h0 * ATTN__DECODE_PSTRIDE,
                                           ATTN__MIN(16, P->G - h0), n, sc->pt);
@@ -7710,8 +7350,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                                                int64_t hi, int g0, int g1,
                                                const attn__decode_scratch *sc) {
     const char *cache = kind ? P->value_cache : P->key_cache;
-    int G4 = P->G4, Dv = P->Dv, few = ATTN__FN(attn__decode_family)(P);
-    int Dk = (P->D + ATTN__L - 1) / ATTN__L * ATTN__L;  /* dims the vector loops touch */
+    int Gs = P->Gs, Dv = P->Dv;
+    int Dk = (P->D + 2 * ATTN__L - 1) / (2 * ATTN__L) * 2 * ATTN__L;  /* dims the loops touch */
+    ATTN__FN(attn__decode_chunk_fn) chunk = ATTN__FN(attn__decode_chunk_for)(P);
     attn__decode_piece_at cur, nxt;
     int64_t j = lo;
     if (!attn__decode_piece(P, seq, &j, hi, &cur)) return;
@@ -7726,7 +7367,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
             next_cache = P->value_cache;
         }
         for (int g = g0; g < g1; g++) {
-            size_t heads = (size_t)(g - g0) * G4;
+            size_t heads = (size_t)(g - g0) * Gs;
             attn__decode_ahead ahead =
                     ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
             if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near,
@@ -7756,8 +7397,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                 ATTN__FN(attn__decode_rows) r =
                     ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
                                                    sc->tile);
-                ATTN__FN(attn__decode_chunk)(P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c,
-                                             &ahead, few);
+                (r.dt == P->kv_dtype ? chunk : ATTN__FN(attn__decode_chunk_f32))(
+                    P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c, &ahead);
             }
         }
         if (last) break;
@@ -7789,7 +7430,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pass)(const attn__decode_pla
 /* Softmax of one head's logits over the partition's keys [lo, lo + n), all visible to the query
    at pos: applies the logits transform (its scalar instance, in every pass), returns m and l,
    leaves exp(s - m) in place. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h, int64_t pos,
+ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h, int64_t pos,
                                                   int64_t lo, int n, float *ATTN_RESTRICT s,
                                                   float *m_out, float *l_out) {
     attn__logits T = P->logits;
@@ -7815,14 +7456,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, in
     *l_out = l;
 }
 
-/* Queries of the G heads of KV head g as f32 times mul into the rows of q[G4][Dv] that the
-   kernels run (attn__decode_heads; padded heads and dims 0) - or, for the pair kernels, as their
-   bf16 values at the start of each row; those rows of the output accumulators o[G4][Dv] 0. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
+/* Queries of the G heads of KV head g as f32 times mul into the rows of q[Gs][Dv] that the
+   kernels run (G padded to the route's block; padded heads and dims 0) - or, for the pair
+   kernels, as their bf16 values at the start of each row; those rows of the output accumulators
+   o[Gs][Dv] 0. */
+ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
                                                  float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
-    int heads = ATTN__FN(attn__decode_heads)(P);
+    int heads = attn__decode_padded_heads(G, P->hb);
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < heads; h++) {
         float *qh = q + (size_t)h * Dv;
@@ -7837,7 +7479,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int
     }
 }
 
-/* The softmax of KV head g's logits p[G4][PSTRIDE], in place and as the value pass reads it
+/* The softmax of KV head g's logits p[Gs][PSTRIDE], in place and as the value pass reads it
    (bf16 for the pair kernels); m and l go to its partial results. */
 ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g,
                                                         int64_t pos,
@@ -7848,10 +7490,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
         ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
                                        p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
-    for (h = G, n_heads = ATTN__FN(attn__decode_heads)(P); h < n_heads; h++)  /* padding: 0 */
+    for (h = G, n_heads = attn__decode_padded_heads(G, P->hb); h < n_heads; h++)  /* padding */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
-    for (h = 0; h < P->G4 && ATTN__FN(attn__decode_pairs)(P) && !P->tile_values; h++)
+    for (h = 0; h < n_heads && ATTN__FN(attn__decode_pairs)(P) && !P->tile_values; h++)
         ATTN__FN(attn__decode_probs_bf16)(p + (size_t)h * ATTN__DECODE_PSTRIDE, n);
 #endif
 }
@@ -7872,7 +7514,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
                                                     int g1,
                                                     int part, int thread) {
     attn__decode_scratch sc;
-    int G = P->G, G4 = P->G4, D = P->D, Dv = P->Dv, g, h, d;
+    int G = P->G, Gs = P->Gs, D = P->D, Dv = P->Dv, g, h, d;
     int64_t L = P->seq_lens[seq], pos = L - 1, lo, hi;
     attn__visible_keys(&P->logits, pos, pos, L, &lo, &hi);
     lo = ATTN__MAX(lo, (int64_t)part * ATTN_PARTITION_TOKENS);
@@ -7885,11 +7527,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
         }
         return;
     }
-    attn__decode_scratch_layout(g1 - g0, G, G4, Dv, P->tile_words,
+    attn__decode_scratch_layout(g1 - g0, G, Gs, Dv, P->tile_words,
                                 P->scratch + (size_t)thread * P->scratch_bytes, &sc);
     float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     for (g = g0; g < g1; g++) {
-        size_t heads = (size_t)(g - g0) * G4;
+        size_t heads = (size_t)(g - g0) * Gs;
         ATTN__FN(attn__decode_load_q)(P, seq, g, k_mul, sc.q + heads * Dv, sc.o + heads * Dv);
     }
 #if ATTN__HAS_DECODE_TILES
@@ -7905,7 +7547,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
     for (g = g0; g < g1; g++)
         ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
-                                             sc.p + (size_t)(g - g0) * G4 * ATTN__DECODE_PSTRIDE,
+                                             sc.p + (size_t)(g - g0) * Gs * ATTN__DECODE_PSTRIDE,
                                              attn__decode_partial(P, P->part_start[seq] + part, g));
 #if ATTN__HAS_DECODE_TILES
     if (P->tile_values) {
@@ -7917,45 +7559,11 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
         float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
-        float *o = sc.o + (size_t)(g - g0) * G4 * Dv;
+        float *o = sc.o + (size_t)(g - g0) * Gs * Dv;
         for (h = 0; h < G; h++) {
             ATTN__FN(attn__decode_restore_order)(P, o + (size_t)h * Dv);
             for (d = 0; d < D; d++) po[(size_t)h * D + d] = o[(size_t)h * Dv + d] * v_mul;
         }
-    }
-}
-
-/* Merges a sequence's partitions in order (the sink first, as a term with no value):
-   out = sum_p o_p e^(m_p - M) / (sum_p l_p e^(m_p - M)), lse = M + log(denominator). */
-ATTN__PRIVATE void ATTN__FN(attn__decode_merge)(const attn__decode_plan *P, int seq, int g) {
-    int G = P->G, D = P->D, h, d;
-    int64_t parts = P->part_start[seq + 1] - P->part_start[seq], k;
-    float acc[ATTN_MAX_HEAD_SIZE];
-    size_t osz = attn_dtype_size(P->out_dtype);
-    for (h = 0; h < G; h++) {
-        int hq = g * G + h;
-        float M = P->sinks ? P->sinks[hq] : -INFINITY, l = 0.0f;
-        for (k = 0; k < parts; k++) M =
-                ATTN__MAX(M, attn__decode_partial(P, P->part_start[seq] + k, g)[h]);
-        for (d = 0; d < D; d++) acc[d] = 0.0f;
-        if (P->sinks) l = attn__vexp__scalar(P->sinks[hq] - M);
-        for (k = 0; k < parts && M > -INFINITY; k++) {
-            const float *part = attn__decode_partial(P, P->part_start[seq] + k, g);
-            float w = attn__vexp__scalar(part[h] - M);
-            if (part[G + h] == 0.0f) continue;  /* empty partition (window) */
-            const float *o = part + 2 * G + (size_t)h * D;
-            ATTN__VF vw = ATTN__VSET1(w);
-            for (d = 0; d + ATTN__L <= D; d += ATTN__L)
-                ATTN__VSTORE(acc + d, ATTN__VFMA(ATTN__VLOAD(o + d), vw, ATTN__VLOAD(acc + d)));
-            for (; d < D; d++) acc[d] += o[d] * w;
-            l += part[G + h] * w;
-        }
-        int has_keys = attn__sees_keys(&P->logits, P->seq_lens[seq] - 1, P->seq_lens[seq]);
-        float inv = has_keys ? 1.0f / l : 0.0f;
-        for (d = 0; d < D; d++) acc[d] *= inv;
-        ATTN__FN(attn__from_f32)(P->out + (size_t)(seq * P->out_stride + (int64_t)hq * D) * osz,
-                                 P->out_dtype, acc, D);
-        if (P->lse) P->lse[(int64_t)seq * P->H + hq] = has_keys ? M + logf(l) : -INFINITY;
     }
 }
 
@@ -7966,8 +7574,9 @@ static const attn__kernels ATTN__FN(attn__table) = {
     (ATTN__HAS_DOT2 ? ATTN__CAP_BF16_PAIRS : 0) | (ATTN__HAS_E4M3_LUT ? ATTN__CAP_E4M3_LUT : 0) |
         (ATTN__HAS_TILES ? ATTN__CAP_TILES : 0) |
         (ATTN__HAS_DECODE_TILES ? ATTN__CAP_DECODE_TILES : 0),
+    ATTN__DECODE_WIDTHS,
     ATTN__FN(attn__to_f32), ATTN__FN(attn__from_f32), ATTN__FN(attn__prefill_item),
-    ATTN__FN(attn__decode_partition), ATTN__FN(attn__decode_merge)
+    ATTN__FN(attn__decode_partition)
 #ifdef ATTN_USE_ONEDNN
     , ATTN__FN(attn__prefill_item_dnnl)
 #endif
@@ -8014,6 +7623,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VTRANSPOSE
 #undef ATTN__DKT
 #undef ATTN__DACC
+#undef ATTN__DECODE_WIDTHS
+#undef ATTN__DECODE_STEP_KEYS
 #undef ATTN__VKEEP
 #undef ATTN__PREFETCH
 #undef ATTN__PREFETCH_L2
@@ -8026,8 +7637,6 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_E4M3_FINITE
 #undef ATTN__VLOAD2_E4M3_FINITE
 #undef ATTN__E4M3_LUT_READY
-#undef ATTN__VLOAD_E4M3_LUT
-#undef ATTN__VLOAD2_E4M3_LUT
 #undef ATTN__UNROLL
 #undef ATTN__HAS_DOT2
 #ifdef ATTN__DOT2_READY

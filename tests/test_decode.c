@@ -261,14 +261,11 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* One or two query heads a KV head (MHA; G = 2 as Gemma 2) run with no padded heads: over an
-   f32 cache two heads together, over the converted dtypes two heads together where the ISA has
-   wide groups (AVX-512, NEON), else the one-head kernels once per head (queries in registers
-   where they fit, not for fp8); bf16 with the pair kernels keeps groups of four. Every cache
-   dtype, head sizes in whole vectors or not (40, 80, through the f32 copies), rows as wide as
-   the registers hold or half that for each ISA (MHA: D = 256 and 128 with AVX-512, 64 with AVX2
-   and NEON, 8 and 4 scalar; G = 2: half those), the bias options, and G = 3 beside them (a group
-   of three with wide groups, else padded to four). */
+/* One, two and three query heads a KV head (MHA; Gemma 2; Llama 3.2 3B): one head runs in
+   blocks of one, two and three padded to a block of four (zero queries, whose logits nothing
+   reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
+   40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
+   multiple of two vectors), the bias options. */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 40, 80, 128, 256, 4, 64, 8};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
@@ -289,12 +286,11 @@ TEST(decode_one_and_two_heads_per_kv_head) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* Eight query heads or more a KV head: each key and value vector is read (and f16, bf16 and fp8
-   rows decoded) once for eight heads (the wide kernels, where the ISA has the registers: AVX-512
-   and NEON), and G = 12 runs eight wide and four narrow; three, five and six heads run as one
-   group of that width. f32 rows run five and six so, eight and sixteen in groups of eight, three
-   and twelve in fours. Head sizes that are not whole vectors (40) go through the f32 tile:
-   checked here all the same, with every ratio. */
+/* Five query heads or more a KV head: over fp8 rows in blocks of eight where the ISA has them
+   (AVX-512, NEON; five and six padded to eight, twelve to sixteen), each key and value vector
+   decoded once for the eight; otherwise, and over the other dtypes, in blocks of four (three
+   padded to four). Head sizes that are not whole pairs of vectors (40, 48 with AVX-512) go
+   through the f32 copies: checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
     /* G = 8, 12, 16, 8, 5, 6, 3 */
@@ -318,10 +314,9 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* A head's output does not depend on how many query heads share its KV head: G = 2, 3, 5 and 6
-   run as one group of their own width (AVX-512: two, three, five or six heads a K/V vector),
-   other widths padded to a multiple of four, 1 unpadded, and each head's sums are the same
-   whatever its group.
+/* A head's output does not depend on how many query heads share its KV head: G = 1 runs in a
+   block of one, the others in blocks of four or eight (padded), and each head's sums are the
+   same whatever its block.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
    cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
 TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
@@ -524,9 +519,10 @@ TEST(decode_fp8_pair_kernels_are_taken) {
    the value itself times the value scale - attn_fp8_*_to_f32 times the scale (equal as
    floats: -0 sums to +0), NaN for the NaN codes and inf for e5m2's infinities; and one key
    alone (p = 1, paired with a zero row). D = 256: the 256 codes of a row in an odd order. On
-   every ISA and with f32_probs, which take the f32 kernels, the same. */
+   every ISA and with f32_probs, which take the f32 kernels, the same; the pair kernels (and
+   their byte tables) run on every CPU with AVX-512 BF16 and VBMI (tu_fast_dot). */
 TEST(decode_fp8_pairs_decode_every_code_exactly) {
-    int lens[2] = {2, 1};
+    int lens[2] = {2, 1}, cpu = tu_fast_dot(1);
     for (int f = 0; f < 2; f++)
         for (int f32_probs = 0; f32_probs < 2; f32_probs++) {
             td_case c = td_base();
@@ -564,6 +560,7 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
             free(o);
             td_free(&d);
         }
+    tu_cpu_flags_restore(cpu);
 }
 
 /* Decode's logits on tiles (ATTN_ISA_AMX on real tiles or emulated ones) over the caches bf16
@@ -816,55 +813,6 @@ TEST(decode_tile_queries_sum_to_the_query) {
 #endif
 }
 
-/* The AVX-512 VBMI table decode of e4m3 (attn__e4m3_bf16_words__avx512) against the f16 one it
-   replaces, with the CPU's VBMI flag shown and hidden: the same bits, with every finite code in
-   the keys and values of D = 80 rows (pairs of vectors and a single one), and NaN from a NaN
-   code in a used value slot either way. e5m2, which keeps the f16 way, as a control. */
-static void td_fill_codes(uint8_t *x, size_t n, attn_dtype dt, uint64_t *rng) {
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c;
-        do c = (uint8_t)attn_test_rand_int(rng, 0, 255);
-        while (!isfinite(dt == ATTN_FP8_E4M3 ? attn_fp8_e4m3_to_f32(c) : attn_fp8_e5m2_to_f32(c)));
-        x[i] = c;
-    }
-}
-TEST(decode_e4m3_tables_match_the_f16_decode) {
-    const int saved = attn__cpu_flags();
-    if (!attn_isa_supported(ATTN_ISA_AVX512) || !(saved & ATTN__CPU_AVX512VBMI)) {
-        printf("  no AVX-512 VBMI on this CPU: the table decode is not taken\n");
-        return;
-    }
-    int lens[3] = {1000, 513, 37};
-    for (int f = 0; f < 4; f++) {  /* e4m3 / e5m2, groups of four / the wide kernels (G = 8) */
-        td_case c = td_base();
-        c.num_seqs = 3; c.lens = lens; c.D = 80; c.H = f < 2 ? 4 : 8; c.Hk = 1; c.f32_out = 1;
-        c.kv_dt = f % 2 ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
-        c.k_scale = f % 2 ? 1.0f / 8192 : 1.0f / 128;  /* logits of a moderate size: soft, not
-                                                          one-hot */
-        td_data d;
-        td_make(&c, 1700 + (uint64_t)f, &d);
-        uint64_t rng = 99 + (uint64_t)f;
-        size_t slots = td_slots(&c, &d), n = (size_t)3 * c.H * c.D;
-        td_fill_codes((uint8_t *)d.cache.key, slots, c.kv_dt, &rng);
-        td_fill_codes((uint8_t *)d.cache.value, slots, c.kv_dt, &rng);
-        float *a = (float *)tu_alloc(n * 4), *b = (float *)tu_alloc(n * 4);
-        attn_exec e = tu_exec(ATTN_ISA_AVX512, 1);
-        for (int nan = 0; nan < 2; nan++) {
-            /* seq 0, dim 0 */
-            if (nan) ((uint8_t *)d.cache.value)[(size_t)d.tables[5] * c.bs * c.D] = 0xff;
-            REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, a, NULL) == ATTN_OK);
-            attn__cpu_flags_cache = saved & ~ATTN__CPU_AVX512VBMI;
-            REQUIRE(td_run(&c, &d, &e, ATTN_PAGED_V1, b, NULL) == ATTN_OK);
-            attn__cpu_flags_cache = saved;
-            CHECK_BITEQ(a, b, n * 4);
-            CHECK_MSG(isnan(a[0]) == nan &&
-                      !isnan(a[c.H * c.D]), "%s: NaN code gave %g", attn_dtype_name(c.kv_dt), a[0]);
-        }
-        free(a); free(b);
-        td_free(&d);
-    }
-}
-
 /* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise). */
 TEST(decode_alone_equals_in_batch_of_64) {
     int lens[64];
@@ -1080,7 +1028,6 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_logits_on_tiles_as_accurate_as_the_vector_kernels),                     \
     ATTN_TEST_ENTRY(decode_tile_queries_sum_to_the_query),                                         \
     ATTN_TEST_ENTRY(decode_tile_fp8_rows_are_exact),                                               \
-    ATTN_TEST_ENTRY(decode_e4m3_tables_match_the_f16_decode),                                      \
     ATTN_TEST_ENTRY(decode_e4m3_nan_codes_take_the_exact_decode),                                  \
     ATTN_TEST_ENTRY(decode_alone_equals_in_batch_of_64),                                           \
     ATTN_TEST_ENTRY(decode_keys_and_values_may_share_a_buffer),                                    \
