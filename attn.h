@@ -1,4 +1,4 @@
-/* attn.h - v0.4.16 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.5.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -108,13 +108,13 @@
        ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
        its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
        for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
-       keys and values. A decode call on ATTN_ISA_AMX that may run its logits on tiles (D a
-       multiple of 32, G >= 8; the size query sees no dtypes) also holds per thread its query
-       tiles, D / 32 KB for each sixteen query heads of each KV head of a work item (at most
-       eight), and a chunk's key rows as bf16; with ATTN_DECODE_TILES from G >= 4, and for each
-       five query heads. From G >= 16 it also holds per thread P.V's tiles: accumulators,
-       D / 16 KB for each sixteen query heads of each KV head of a work item, and a chunk's
-       values in pairs of keys (D / 16 KB) and probabilities (1 KB).
+       keys and values.
+       Paged decode's workspace (attn_paged_decode_workspace_size, and attn_forward's for its
+       decodes) holds each partition's partial results, (2 + D) floats per query head and
+       512-token partition, and per thread the queries, logits and output accumulators of up
+       to eight KV heads, about (2 D + 528) x 4 bytes per query head (G rounded up to 4 or 8);
+       on ATTN_ISA_AMX with D a multiple of 32 and G >= 8 also the tiles' operands (a few KB a
+       KV head). It depends on the shapes, the threads and the ISA, never on the dtypes.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -142,17 +142,13 @@
        configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
        pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
        the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
-       Paged decode (attn_paged_decode, attn_forward's decodes) runs its logits on the tiles
-       for bf16 queries over a bf16 or fp8 cache with a head size that is a multiple of 32 and
-       eight or more query heads a KV head: 16 keys by up to 16 query heads a tdpbf16ps, the
-       products the vector kernels' (exact), only the order of their sums differs. With sixteen
-       or more query heads a KV head (exec.f32_probs 0) P.V runs on the tiles too: up to 16
-       heads' bf16 probabilities of a 16-key chunk by its value rows in pairs of keys, the
-       products again the pair kernels'; with fewer, P.V stays on AVX-512 (docs/PERF.md,
-       decode-tiles and decode-tile-values, says why these calls and not the others).
-       ATTN_DECODE_TILES puts f32 and f16 queries (as three bf16 terms whose sum is the query
-       exactly) and G >= 4 on the tiles too, for measurement. attn_build_info says
-       decode_tiles=bf16, or decode_tiles=all with ATTN_DECODE_TILES; the suite runs both, on
+       Paged decode (attn_paged_decode, attn_forward's decodes) with bf16 queries over a bf16
+       or fp8 cache, a head size that is a multiple of 32 and eight or more query heads a KV
+       head (the GQA of Llama-3-70B and wider) uses the tiles too, with the precision of bf16
+       inputs (PRECISION): the products are exact, only the order of their f32 sums differs
+       from AVX-512's. ATTN_DECODE_TILES extends that to f32 and f16 queries (split exactly into
+       three bf16 terms: nothing is rounded) and four or more query heads, for measurement;
+       attn_build_info says decode_tiles=bf16 or decode_tiles=all. The suite runs both, on
        emulated tiles and on real ones where the CPU has them.
    PRECISION
        Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
@@ -166,11 +162,10 @@
        products of the stored values; the softmax is f32; the probabilities are rounded to bf16
        (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below the bf16
        output's own rounding - while the denominator and lse use the unrounded f32 values. Decode
-       takes them too for bf16 queries over an fp8 cache (its values are exact in bf16; the key
-       scale goes onto the logits, the value scale onto the outputs) where the CPU also has AVX-512
-       VBMI (the fp8 rows are made bf16 through byte tables) and each KV head has three or more
-       query heads (the kernels run heads in fours or eights; one or two would be padded).
-       exec.f32_probs = 1 keeps such calls on the f32 kernels. The AMX tile kernels follow the same
+       does the same for bf16 queries over an fp8 cache (its values are exact in bf16; the key
+       scale goes onto the logits, the value scale onto the outputs) on CPUs with AVX-512 VBMI
+       and three or more query heads a KV head. exec.f32_probs = 1 keeps every call on f32
+       probabilities (f32 products and sums throughout). The AMX tile kernels follow the same
        rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded to bf16 for P.V; the
        tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles with ATTN_DECODE_TILES
        keep an f32 query exact as three bf16 terms (for |q| from 2^-110 up; smaller terms count as
@@ -198,6 +193,13 @@
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
 
    REVISION HISTORY
+       0.5.0  (2026-11-29)  paged decode, lean: one kernel body per ISA and cache dtype, its
+                            block of query heads (1, 4, or 8 over fp8 where the ISA has the
+                            registers) and kernel family chosen once per call: a third of the
+                            compiled code and half the build time of 0.4.16. Sequences of
+                            more than one 512-token partition may change in their last bits
+                            (their merge no longer fuses its multiply-adds); the workspace
+                            rounds G up to 8 where fp8 may take blocks of eight, D up to 32
        0.4.16 (2026-11-28)  clean under gcc's -Wnull-dereference and -Wduplicated-branches: the
                             fp8 value pairs take a flag for a missing second row, not a null
                             pointer; the transpose-sum takes its pairing as an argument (no
@@ -290,9 +292,9 @@
 #include <stdint.h>
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 16
-#define ATTN_VERSION_STRING "0.4.16"
+#define ATTN_VERSION_MINOR 5
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_STRING "0.5.0"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -1920,14 +1922,15 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
 }
 
 /* The route's block: how many query heads of a KV head one call of the decode kernels serves,
-   from the widths the ISA's pass compiles (attn__kernels.decode_widths): one for one (MHA);
-   over fp8 rows (fp8), whose decode the heads of a block share, eight for more than four where
-   the pass has blocks of eight; else four. Head counts in between run padded (two and three as
-   four, five to seven over fp8 as eight); the pair kernels (pairs) take four or eight.
-   docs/PERF.md#decode-design has the measurements behind each width. */
+   from the widths the ISA's pass compiles (attn__kernels.decode_widths): one for one or two
+   (MHA, Gemma 2: one block after the other, rather than padded to four); over fp8 rows (fp8),
+   whose decode the heads of a block share, eight for more than four where the pass has blocks
+   of eight; else four. Head counts in between run padded (three as four, five to seven over
+   fp8 as eight); the pair kernels (pairs) take four or eight. docs/PERF.md#decode-design has
+   the measurements behind each width. */
 ATTN__PRIVATE int attn__decode_block(int G, int widths, int pairs, int fp8) {
     if (fp8 && G > ATTN__HEAD_GROUP && (widths & ATTN__WIDE_GROUP)) return ATTN__WIDE_GROUP;
-    if ((G == 1 && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
+    if ((G <= 2 && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
     return ATTN__HEAD_GROUP;
 }
 

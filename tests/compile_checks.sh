@@ -4,8 +4,9 @@
 # implementation unit, ATTN_STATIC in two units of one program, the decode tests under
 # ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
 # tile kernels (ATTN_DECODE_TILES); the bench (bench/attn_bench.c) under the same warnings, run
-# on a tiny decode for each of its decode row kinds; and checks attn.h's map of itself
-# (tests/house.sh). Prints PASS/FAIL per check and a final "N passed, N failed".
+# on a tiny decode for each of its decode row kinds; checks attn.h's map of itself
+# (tests/house.sh) and the implementation unit's code-size budget (tests/text_budget.sh).
+# Prints PASS/FAIL per check and a final "N passed, N failed".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
 p=0; f=0
 check() {  # name, command...
@@ -42,6 +43,14 @@ check c99_pedantic_decls_unit_linked_with_impl_unit sh -c "$CC $W -O2 -I. -c $B/
 check c99_pedantic_unoptimised_O0 sh -c "$CC $W -O0 -I. $B/impl.c $B/decl.c -o $B/impl_O0 -lm && $B/impl_O0"
 check attn_static_in_two_units sh -c "$CC $W -O2 -I. $B/static_a.c $B/static_b.c -o $B/static_ab -lm && $B/static_ab"
 check header_map_matches_code sh tests/house.sh attn.h
+# the code-size budget (tests/text_budget.sh: gcc -O2, every ISA compiled in); not counted where
+# it cannot run (no gcc for x86-64)
+out=$(sh tests/text_budget.sh "$3" 2>&1); rc=$?
+case $out in
+    SKIP*) echo "SKIP text_budget: ${out#SKIP: }" ;;
+    *) if [ $rc -eq 0 ]; then p=$((p + 1)); echo "PASS text_budget: $(echo "$out" | head -n 1)"
+       else f=$((f + 1)); echo "FAIL text_budget"; echo "$out"; fi ;;
+esac
 # the bench: a decode, decode-hot and kv-read row for each of two caches at 1 and 2 threads
 check bench_builds_and_prints_its_decode_rows sh -c "$CC $W -O1 -fopenmp -I. bench/attn_bench.c \
     -o $B/attn_bench -lm && $B/attn_bench decode -H 4 --hk 2 -D 64 --seqs 2 --ctx 100 -t 1,2 -r 1 \
