@@ -1922,15 +1922,15 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
 }
 
 /* The route's block: how many query heads of a KV head one call of the decode kernels serves,
-   from the widths the ISA's pass compiles (attn__kernels.decode_widths): one for one or two
-   (MHA, Gemma 2: one block after the other, rather than padded to four); over fp8 rows (fp8),
-   whose decode the heads of a block share, eight for more than four where the pass has blocks
-   of eight; else four. Head counts in between run padded (three as four, five to seven over
-   fp8 as eight); the pair kernels (pairs) take four or eight. docs/PERF.md#decode-design has
-   the measurements behind each width. */
+   from the widths the ISA's pass compiles (attn__kernels.decode_widths). Over fp8 rows (fp8),
+   whose decode the heads of a block share: one for one (MHA), eight for more than four where
+   the pass has blocks of eight, else four. Over the others, whose loads cost little more than
+   plain ones: one for one or two (MHA, Gemma 2: one block after the other rather than padded
+   to four), else four. Head counts in between run padded; the pair kernels (pairs) take four
+   or eight. docs/PERF.md#decode-design has the measurements behind each width. */
 ATTN__PRIVATE int attn__decode_block(int G, int widths, int pairs, int fp8) {
     if (fp8 && G > ATTN__HEAD_GROUP && (widths & ATTN__WIDE_GROUP)) return ATTN__WIDE_GROUP;
-    if ((G <= 2 && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
+    if ((G <= (fp8 ? 1 : 2) && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
     return ATTN__HEAD_GROUP;
 }
 
@@ -4828,6 +4828,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #ifdef ATTN__HAVE_E4M3_LUT
 #define ATTN__HAS_E4M3_LUT 1
 #define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
+#define ATTN__VLOAD2_E4M3_LUT(p, a, b) attn__e4m3_lut2__avx512((p), &(a), &(b))
 #endif
 #define ATTN__VTRANSUM(f, pairs)                                                                  \
     ((pairs) ? attn__transum_pairs__avx512(f) : attn__transum__avx512(f))
@@ -4935,7 +4936,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
 }
 #ifdef ATTN__HAVE_E4M3_LUT
 /* The fp8 codes in bytes 0-31 of x as 32 bf16 words, word w the value of code spread[2w] (the
-   pair kernels' values: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
+   decode to f32 and the pair kernels' values: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
    attn__e5m2_bf16_bytes): the codes spread to both bytes of
    their word (a byte permute), the high bytes looked up (the low ones zeroed), the low bytes
    looked up (the codes kept in the high ones), and a XOR that leaves the high byte's entry
@@ -4959,12 +4960,23 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_bf16_words__avx512(__m512i x, __m51
             [k] "Yk"(low));
     return _mm512_xor_si512(h, x);
 }
-/* Word 2j code j, word 2j+1 code 16 + j: the spread of the pair kernels' values. */
+/* Word 2j code j, word 2j+1 code 16 + j: the spread of the e4m3 decode to f32 and of the pair
+   kernels' values. */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__fp8_spread_halves__avx512(void) {
     return _mm512_set_epi8(31, 31, 15, 15, 30, 30, 14, 14, 29, 29, 13, 13, 28, 28, 12, 12, 27, 27,
                            11, 11, 26, 26, 10, 10, 25, 25, 9, 9, 24, 24, 8, 8, 23, 23, 7, 7, 22, 22,
                            6, 6, 21, 21, 5, 5, 20, 20, 4, 4, 19, 19, 3, 3, 18, 18, 2, 2, 17, 17, 1,
                            1, 16, 16, 0, 0);
+}
+/* 32 e4m3 codes at p as two f32 vectors, in order (the vector kernels' e4m3 rows where the CPU
+   has VBMI): each dword of the words holds codes j and 16 + j, so a shift and a mask split it
+   (the bf16 value is the f32's high half). */
+ATTN__PRIVATE ATTN__INLINE void attn__e4m3_lut2__avx512(const uint8_t *p, __m512 *a, __m512 *b) {
+    __m512i w = attn__fp8_bf16_words__avx512(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p)),
+        attn__fp8_spread_halves__avx512(), attn__e4m3_bf16_bytes);
+    *a = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *b = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 /* The bf16 pair kernels over an fp8 cache (bf16 queries; attn__decode_pairs): their rows as
    bf16 words through the byte tables of the format (e5m2 or e4m3), each value exact. A key
@@ -6368,11 +6380,15 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pair_order)(float *x, int n, int to) {
     }
 }
 
-/* The format the vector kernels read in-place rows of dt in: e4m3 without the NaN fix where the
-   pass has that (AVX2: attn__decode_rows_of hands a chunk with a NaN code to the kernels as f32
-   copies), else the dtype's own. (e4m3 through the byte tables of the pair kernels is no faster
-   here: docs/PERF.md#decode-design.) */
+/* The format the vector kernels read in-place rows of dt in: e4m3 through the byte tables where
+   the pass and the CPU have them (AVX-512 VBMI: up to 1.25x the f16 way,
+   docs/PERF.md#decode-design), else without the NaN fix where the pass has that (AVX2:
+   attn__decode_rows_of hands a chunk with a NaN code to the kernels as f32 copies), else the
+   dtype's own. */
 ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
+#if ATTN__HAS_E4M3_LUT
+    if (dt == ATTN_FP8_E4M3 && ATTN__E4M3_LUT_READY()) return ATTN__FMT_E4M3_LUT;
+#endif
     if (dt == ATTN_FP8_E4M3 && ATTN__HAS_E4M3_FINITE) return ATTN__FMT_E4M3_FINITE;
     return (attn__format)dt;  /* a dtype's own format has its value */
 }
@@ -6380,10 +6396,12 @@ ATTN__PRIVATE attn__format ATTN__FN(attn__decode_format)(attn_dtype dt) {
 /* Scales folded into q (keys) and into the partition's output (values), so the inner loops
    never multiply by them. Rows the vector kernels read in registers come back as value / fold
    (see ATTN__DTYPE_LIST: e4m3 through f16 as value / 256, with or without the NaN fix), so the
-   fold joins the scale there: a power of two, exact. (The pair kernels' byte tables give the
-   value itself.) */
+   fold joins the scale there: a power of two, exact. (The byte tables, of the vector kernels
+   and of the pair kernels, give the value itself.) */
 ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, float scale) {
-    if (!ATTN__FN(attn__decode_in_place)(P) || ATTN__FN(attn__decode_pairs)(P)) return scale;
+    if (!ATTN__FN(attn__decode_in_place)(P) || ATTN__FN(attn__decode_pairs)(P) ||
+        ATTN__FN(attn__decode_format)(P->kv_dtype) == ATTN__FMT_E4M3_LUT)
+        return scale;
 #define ATTN__FOLD_OF(name, value, t, U, type, str, dec, enc, cls, fold)                          \
     (fold) != 1 && P->kv_dtype == name ? scale * (float)(fold) :
     return ATTN__DTYPE_LIST(ATTN__FOLD_OF) scale;  /* a test for each dtype with a fold: e4m3 */
@@ -6482,7 +6500,7 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
     case ATTN__FMT_##U: return ATTN__VLOAD_##U((const type *)base + i);
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD_CASE)
-        case ATTN__FMT_E4M3_LUT: break;  /* the pair kernels' format alone */
+        case ATTN__FMT_E4M3_LUT: break;  /* read in pairs of vectors only (decode_load2) */
         case ATTN__FMT_E4M3_FINITE:
 #if ATTN__HAS_E4M3_FINITE
             return ATTN__VLOAD_E4M3_FINITE((const uint8_t *)base + i);
@@ -6510,7 +6528,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
                                                               size_t i, ATTN__VF *a, ATTN__VF *b) {
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD2_CASE)
-        case ATTN__FMT_E4M3_LUT: break;  /* the pair kernels' format alone */
+        case ATTN__FMT_E4M3_LUT:
+#if ATTN__HAS_E4M3_LUT
+            ATTN__VLOAD2_E4M3_LUT((const uint8_t *)base + i, *a, *b);
+            return;
+#else
+            break;  /* only where the pass has the tables (attn__decode_format) */
+#endif
         case ATTN__FMT_E4M3_FINITE:
 #if ATTN__HAS_E4M3_FINITE
             ATTN__VLOAD2_E4M3_FINITE((const uint8_t *)base + i, *a, *b);
@@ -7011,6 +7035,10 @@ ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e4m3, attn__decode_chu
                       ATTN__HAS_E4M3_FINITE ? ATTN__FMT_E4M3_FINITE : ATTN__FMT_E4M3)
 ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e5m2, attn__decode_chunk_dt,
                       ATTN__FMT_E5M2)
+#if ATTN__HAS_E4M3_LUT
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e4m3_lut, attn__decode_chunk_dt,
+                      ATTN__FMT_E4M3_LUT)
+#endif
 #endif
 #if ATTN__HAS_DOT2
 ATTN__DECODE_CHUNK_OF(ATTN__DOT2_TARGET, attn__decode_pair_chunk_bf16, attn__decode_pair_chunk_dt,
@@ -7048,6 +7076,9 @@ ATTN__PRIVATE ATTN__FN(attn__decode_chunk_fn) ATTN__FN(attn__decode_chunk_for)(
         case ATTN__FMT_E4M3:
         case ATTN__FMT_E4M3_FINITE: return ATTN__FN(attn__decode_chunk_e4m3);
         case ATTN__FMT_E5M2: return ATTN__FN(attn__decode_chunk_e5m2);
+#if ATTN__HAS_E4M3_LUT
+        case ATTN__FMT_E4M3_LUT: return ATTN__FN(attn__decode_chunk_e4m3_lut);
+#endif
 #endif
         default: return ATTN__FN(attn__decode_chunk_f32);
     }
@@ -7640,6 +7671,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_E4M3_FINITE
 #undef ATTN__VLOAD2_E4M3_FINITE
 #undef ATTN__E4M3_LUT_READY
+#undef ATTN__VLOAD2_E4M3_LUT
 #undef ATTN__UNROLL
 #undef ATTN__HAS_DOT2
 #ifdef ATTN__DOT2_READY

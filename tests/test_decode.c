@@ -261,9 +261,9 @@ TEST(decode_every_kv_and_activation_dtype) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* One, two and three query heads a KV head (MHA; Gemma 2; Llama 3.2 3B): one and two heads run
-   in blocks of one, three padded to a block of four (zero queries, whose logits nothing
-   reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
+/* One, two and three query heads a KV head (MHA; Gemma 2; Llama 3.2 3B): one head runs in a
+   block of one, two in blocks of one (fp8: padded to four, decoded once for both), three padded
+   to a block of four (zero queries, whose logits nothing reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
    40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
    multiple of two vectors), the bias options. */
 TEST(decode_one_and_two_heads_per_kv_head) {
@@ -314,9 +314,9 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* A head's output does not depend on how many query heads share its KV head: G = 1 and 2 run in
-   blocks of one, the others in blocks of four or eight (padded), and each head's sums are the
-   same whatever its block.
+/* A head's output does not depend on how many query heads share its KV head: G = 1 (and 2 but
+   over fp8) runs in blocks of one, the others in blocks of four or eight (padded), and each
+   head's sums are the same whatever its block.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
    cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
 TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
