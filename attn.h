@@ -2417,16 +2417,16 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
    its name without the ISA suffix. KERNEL NAMES (tests/house.sh checks this list):
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk_at
        attn__decode_chunk_bf16 attn__decode_chunk_dt attn__decode_chunk_e4m3
-       attn__decode_chunk_e5m2 attn__decode_chunk_f16 attn__decode_chunk_f32 attn__decode_chunk_fn
-       attn__decode_chunk_for attn__decode_dot2_keys attn__decode_dot2_pv_cols
-       attn__decode_dot2_pv_step attn__decode_dot2_row attn__decode_dot2_values
-       attn__decode_dot_keys attn__decode_even_odd attn__decode_fold attn__decode_format
-       attn__decode_fp8 attn__decode_in_place attn__decode_keys_paired attn__decode_load
-       attn__decode_load2 attn__decode_load_q attn__decode_logits attn__decode_pair_chunk_bf16
-       attn__decode_pair_chunk_dt attn__decode_pair_chunk_fp8 attn__decode_pair_logits
-       attn__decode_pair_order attn__decode_pair_values attn__decode_pairs attn__decode_partition
-       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
-       attn__decode_probs_bf16 attn__decode_pv_cols_nv attn__decode_pv_key
+       attn__decode_chunk_e4m3_lut attn__decode_chunk_e5m2 attn__decode_chunk_f16
+       attn__decode_chunk_f32 attn__decode_chunk_fn attn__decode_chunk_for attn__decode_dot2_keys
+       attn__decode_dot2_pv_cols attn__decode_dot2_pv_step attn__decode_dot2_row
+       attn__decode_dot2_values attn__decode_dot_keys attn__decode_even_odd attn__decode_fold
+       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_keys_paired
+       attn__decode_load attn__decode_load2 attn__decode_load_q attn__decode_logits
+       attn__decode_pair_chunk_bf16 attn__decode_pair_chunk_dt attn__decode_pair_chunk_fp8
+       attn__decode_pair_logits attn__decode_pair_order attn__decode_pair_values attn__decode_pairs
+       attn__decode_partition attn__decode_parts_store attn__decode_parts_zero attn__decode_pass
+       attn__decode_piece_rows attn__decode_probs_bf16 attn__decode_pv_cols_nv attn__decode_pv_key
        attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
        attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_dots attn__decode_tile_fp8
        attn__decode_tile_fp8_tables attn__decode_tile_keys attn__decode_tile_logits

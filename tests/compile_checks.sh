@@ -51,6 +51,10 @@ case $out in
     *) if [ $rc -eq 0 ]; then p=$((p + 1)); echo "PASS text_budget: $(echo "$out" | head -n 1)"
        else f=$((f + 1)); echo "FAIL text_budget"; echo "$out"; fi ;;
 esac
+# every function symbol of that unit found by grepping attn.h for its stem (where it was built)
+if [ -f "$3/text_budget/impl.o" ]; then
+    check symbols_found_in_the_header sh tests/house.sh attn.h "$3/text_budget/impl.o"
+fi
 # the bench: a decode, decode-hot and kv-read row for each of two caches at 1 and 2 threads
 check bench_builds_and_prints_its_decode_rows sh -c "$CC $W -O1 -fopenmp -I. bench/attn_bench.c \
     -o $B/attn_bench -lm && $B/attn_bench decode -H 4 --hk 2 -D 64 --seqs 2 --ctx 100 -t 1,2 -r 1 \

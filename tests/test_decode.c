@@ -33,7 +33,10 @@ static void td_store(attn_dtype dt, void *base, size_t i, float x) {
         case ATTN_F16: ((uint16_t *)base)[i] = attn_f32_to_f16(x); break;
         case ATTN_BF16: ((uint16_t *)base)[i] = attn_f32_to_bf16(x); break;
         case ATTN_FP8_E4M3: ((uint8_t *)base)[i] = attn_f32_to_fp8_e4m3(x); break;
-        default: ((uint8_t *)base)[i] = attn_f32_to_fp8_e5m2(x); break;
+        case ATTN_FP8_E5M2: ((uint8_t *)base)[i] = attn_f32_to_fp8_e5m2(x); break;
+        default:
+            printf("  td_store: no encoding for dtype %d\n", (int)dt);
+            exit(2);
     }
 }
 
