@@ -1923,12 +1923,14 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
 
 /* The route's block: how many query heads of a KV head one call of the decode kernels serves,
    from the widths the ISA's pass compiles (attn__kernels.decode_widths). Over fp8 rows (fp8),
-   whose decode the heads of a block share: one for one (MHA), eight for more than four where
-   the pass has blocks of eight, else four. Over the others, whose loads cost little more than
-   plain ones: one for one or two (MHA, Gemma 2: one block after the other rather than padded
-   to four), else four. Head counts in between run padded; the pair kernels (pairs) take four
-   or eight. docs/PERF.md#decode-design has the measurements behind each width. */
+   whose decode the heads of a block share: one for one (MHA), and where the pass has the
+   registers for them (AVX-512, NEON) two for two and eight for more than four; else four.
+   Over the others, whose loads cost little more than plain ones: one for one or two (MHA,
+   Gemma 2: one block after the other rather than padded to four), else four. Head counts in
+   between run padded; the pair kernels (pairs) take four or eight. docs/PERF.md#decode-design
+   has the measurements behind each width. */
 ATTN__PRIVATE int attn__decode_block(int G, int widths, int pairs, int fp8) {
+    if (fp8 && !pairs && G == 2 && (widths & 2)) return 2;
     if (fp8 && G > ATTN__HEAD_GROUP && (widths & ATTN__WIDE_GROUP)) return ATTN__WIDE_GROUP;
     if ((G <= (fp8 ? 1 : 2) && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
     return ATTN__HEAD_GROUP;
@@ -2448,7 +2450,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
 typedef struct attn__kernels {
     attn_isa isa;
     int caps;  /* ATTN__CAP_* this pass has */
-    int decode_widths;  /* decode's blocks of query heads this pass compiles: 1 | 4 | 8 */
+    int decode_widths;  /* decode's blocks of query heads this pass compiles: 1 | 2 | 4 | 8 */
     /* dst[i] = src[i] * scale as f32 (any dtype) */
     void (*to_f32)(float *dst, const void *src, attn_dtype dt, int n, float scale);
     /* dst[i] = src[i] rounded to dt (f32, f16, bf16) */
@@ -6930,19 +6932,20 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 #endif
 
 /* Block widths (query heads a register block serves) this pass compiles, for the decode plan's
-   route (attn__decode_block): one, four, and eight where the registers hold eight heads' P.V
-   accumulators of two vectors each (not AVX2; the scalar pass runs heads one at a time). */
+   route (attn__decode_block): one, four, and two and eight (for fp8 rows) where the registers
+   hold eight heads' P.V accumulators of two vectors each (not AVX2; the scalar pass runs heads
+   one at a time). */
 #if ATTN__L == 1
 #define ATTN__DECODE_WIDTHS 1
 #elif ATTN__DACC >= 2 * ATTN__WIDE_GROUP
-#define ATTN__DECODE_WIDTHS (1 | ATTN__HEAD_GROUP | ATTN__WIDE_GROUP)
+#define ATTN__DECODE_WIDTHS (1 | 2 | ATTN__HEAD_GROUP | ATTN__WIDE_GROUP)
 #else
 #define ATTN__DECODE_WIDTHS (1 | ATTN__HEAD_GROUP)
 #endif
 
-/* The heads h.. of a chunk's block of HB (a constant) on the vector kernels. */
+/* The chunk on the vector kernels in blocks of HB heads (a constant), G padded to a multiple. */
 #define ATTN__DECODE_BLOCK(HB)                                                                     \
-    for (h = 0; h < Gp; h += (HB)) {                                                               \
+    for (h = 0; h < attn__decode_padded_heads(P->G, (HB)); h += (HB)) {                            \
         if (kind == 0)                                                                             \
             ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), r.base, dt,         \
                                           r.stride, n, Dk,                                         \
@@ -6953,9 +6956,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
                                           sc->o + (heads + h) * Dv, ahead);                        \
     }
 
-/* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the Gp heads
-   from `heads` in the scratch, in blocks of the plan's width, its rows read as dt (a constant
-   after inlining: each format gets its own function, attn__decode_chunk_f32 ..). The prefetch
+/* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G heads
+   from `heads` in the scratch, in blocks of the plan's width (f32 copies of fp8 rows: in blocks of
+   four where the plan's is two), its rows read as dt (a constant after inlining: each format gets
+   its own function, attn__decode_chunk_f32 ..). The prefetch
    cursor goes in and out by value, so its address never leaves the function and it lives in
    registers: vector stores may alias anything, so by pointer each of its steps would be a load
    and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
@@ -6964,11 +6968,12 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
-    const int Dv = P->Dv, Gp = attn__decode_padded_heads(P->G, P->hb);
+    const int Dv = P->Dv;
     int h;
+    const int fp8 = ATTN__FN(attn__decode_fp8)(dt);  /* a constant: the widths fp8 alone takes */
     if ((ATTN__DECODE_WIDTHS & 1) && P->hb == 1) { ATTN__DECODE_BLOCK(1) }
-    else if ((ATTN__DECODE_WIDTHS & ATTN__WIDE_GROUP) && ATTN__FN(attn__decode_fp8)(dt) &&
-             P->hb == ATTN__WIDE_GROUP) {
+    else if ((ATTN__DECODE_WIDTHS & 2) && fp8 && P->hb == 2) { ATTN__DECODE_BLOCK(2) }
+    else if ((ATTN__DECODE_WIDTHS & ATTN__WIDE_GROUP) && fp8 && P->hb == ATTN__WIDE_GROUP) {
         ATTN__DECODE_BLOCK(ATTN__WIDE_GROUP)
     } else if (ATTN__DECODE_WIDTHS & ATTN__HEAD_GROUP) { ATTN__DECODE_BLOCK(ATTN__HEAD_GROUP) }
     return cursor;
@@ -7490,15 +7495,14 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_softmax)(const attn__dec
     *l_out = l;
 }
 
-/* Queries of the G heads of KV head g as f32 times mul into the rows of q[Gs][Dv] that the
-   kernels run (G padded to the route's block; padded heads and dims 0) - or, for the pair
-   kernels, as their bf16 values at the start of each row; those rows of the output accumulators
-   o[Gs][Dv] 0. */
+/* Queries of the G heads of KV head g as f32 times mul into the rows of q[Gs][Dv] (padded heads
+   and dims 0: any block the kernels run reads zeros past G) - or, for the pair kernels, as their
+   bf16 values at the start of each row; the output accumulators o[Gs][Dv] 0. */
 ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
                                                  float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
-    int heads = attn__decode_padded_heads(G, P->hb);
+    int heads = P->Gs;
     size_t qsz = attn_dtype_size(P->q_dtype);
     for (h = 0; h < heads; h++) {
         float *qh = q + (size_t)h * Dv;
@@ -7524,7 +7528,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan 
         ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
                                        p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
-    for (h = G, n_heads = attn__decode_padded_heads(G, P->hb); h < n_heads; h++)  /* padding */
+    for (h = G, n_heads = P->Gs; h < n_heads; h++)  /* padding: 0 */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
     for (h = 0; h < n_heads && ATTN__FN(attn__decode_pairs)(P) && !P->tile_values; h++)
