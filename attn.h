@@ -1858,7 +1858,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 /* Paged decode. Partial results of one (sequence, KV head, partition): for each of the G query
    heads its max logit m, denominator l and unnormalised output o[D]. */
 #define ATTN__DECODE_CHUNK 16    /* keys handled at a time (never crossing a block) */
-#define ATTN__HEAD_GROUP 4       /* query heads a block of the kernels serves (attn__decode_block) */
+#define ATTN__HEAD_GROUP 4       /* query heads in a block of the decode kernels, */
 #define ATTN__WIDE_GROUP 8       /* ... or this many, where the ISA's registers hold them */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
@@ -1889,8 +1889,6 @@ typedef enum attn__format {
 typedef struct attn__decode_plan {
     int H, Hk, G, Gs, D, Dv;     /* Gs: scratch rows a KV head (attn__decode_scratch_heads);
                                     Dv: D padded to 32, two vectors of any pass */
-    int hb;                      /* the route's block: query heads a kernel call serves
-                                    (attn__decode_block); G runs padded to a multiple */
     attn__logits logits;         /* causal: the query is at the last key's position */
     float q_mul;
     const float *sinks;
@@ -1921,25 +1919,27 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
     return (G + hb - 1) / hb * hb;
 }
 
-/* The route's block: how many query heads of a KV head one call of the decode kernels serves,
-   from the widths the ISA's pass compiles (attn__kernels.decode_widths). Over fp8 rows (fp8),
-   whose decode the heads of a block share: one for one (MHA), and where the pass has the
-   registers for them (AVX-512, NEON) two for two and eight for more than four; else four.
-   Over the others, whose loads cost little more than plain ones: one for one or two (MHA,
-   Gemma 2: one block after the other rather than padded to four), else four. Head counts in
-   between run padded; the pair kernels (pairs) take four or eight. docs/PERF.md#decode-design
-   has the measurements behind each width. */
-ATTN__PRIVATE int attn__decode_block(int G, int widths, int pairs, int fp8) {
-    if (fp8 && !pairs && G == 2 && (widths & 2)) return 2;
-    if (fp8 && G > ATTN__HEAD_GROUP && (widths & ATTN__WIDE_GROUP)) return ATTN__WIDE_GROUP;
-    if ((G <= (fp8 ? 1 : 2) && !pairs) || !(widths & ATTN__HEAD_GROUP)) return 1;
-    return ATTN__HEAD_GROUP;
+/* The next block of query heads a chunk of the decode kernels runs (the route's widths: how
+   many heads one call serves), with `left` heads of the KV head still to run, from the widths
+   the kernels compile for the rows' format (bits 1, 2, 4, 8: attn__kernels.decode_widths,
+   fewer for some formats): the widest that fits, except that three heads run as a block of
+   four and seven as one of eight, one padded head costing less than another pass over the rows
+   (its query is 0 and nothing reads its logits); else the narrowest there is, padded. So G = 1
+   and 2 run unpadded, 5 as 4 + 1, 6 as 4 + 2 (or 4 + 1 + 1), 16 as 8 + 8 where the pass has
+   eights. docs/PERF.md#decode-design has the measurements behind each width. */
+ATTN__PRIVATE int attn__decode_next_block(int left, int widths) {
+    if ((widths & 8) && left >= 7) return 8;
+    if ((widths & 4) && left >= 3) return 4;
+    if ((widths & 2) && left >= 2) return 2;
+    if (widths & 1) return 1;
+    return (widths & 2) ? 2 : 4;
 }
 
-/* The scratch's rows a KV head: G padded for any route (the size queries see no dtypes), a
-   multiple of every block the call may take. */
+/* The scratch's rows a KV head: room for the last head of any block sequence the call may run
+   (attn__decode_next_block; the size queries see no dtypes): G rounded up to four, or to eight
+   where the pass has blocks of eight. */
 ATTN__PRIVATE int attn__decode_scratch_heads(int G, int widths) {
-    return attn__decode_padded_heads(G, attn__decode_block(G, widths, 1, 1));
+    return attn__decode_padded_heads(G, (widths & 8) && G > 4 ? 8 : 4);
 }
 
 /* What decode's tile rows of dt hold (attn__decode_tile_rows): value / fold, a power of two
@@ -3804,8 +3804,6 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
        pair kernels do */
     P->tile_values = P->tile_keys && a->q.dtype == ATTN_BF16 && c->bf16_probs &&
                      P->G >= ATTN__DECODE_TILE_VALUES_GROUP;
-    P->hb = attn__decode_block(P->G, c->k->decode_widths, P->bf16_pairs,
-                               attn__is_fp8(cache->dtype));
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
@@ -6488,7 +6486,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     a.esz = attn_dtype_size(P->kv_dtype);
-    a.heads = (size_t)attn__decode_padded_heads(P->G, P->hb);
+    a.heads = (size_t)P->G;
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
     return a;
@@ -6553,7 +6551,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 #undef ATTN__LOAD2_CASE
 
 /* Whether rows of format dt are fp8, whose decode costs more than its loads (a constant after
-   inlining): the formats that also take blocks of eight heads (attn__decode_block). */
+   inlining): the formats that also take blocks of two and eight heads (attn__decode_chunk_dt). */
 ATTN__PRIVATE ATTN__INLINE int ATTN__FN(attn__decode_fp8)(attn__format dt) {
     return dt == ATTN__FMT_E4M3 || dt == ATTN__FMT_E4M3_FINITE || dt == ATTN__FMT_E5M2 ||
            dt == ATTN__FMT_E4M3_LUT;
@@ -6625,10 +6623,9 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF p
    L1) with keys t..t+nk over Dk dims (a multiple of 2L), the keys from `last` on read as key `last` (their
    logits fall past the chunk, where nothing reads them). The nk rows are read side by side, so
    that one query load serves nk keys and each key vector is loaded (decoded) once for the hb
-   heads. gcc folds
-   the loads back into the multiply-adds (one load per multiply-add), so ATTN__VKEEP holds each
-   query vector in a register for the nk keys; not for e4m3's arithmetic decode, which needs the
-   registers (docs/PERF.md#decode-query-loads). */
+   heads. gcc folds the loads back into the multiply-adds (one load per multiply-add), so
+   ATTN__VKEEP holds each query vector in a register for the nk keys; not for e4m3's decode with
+   its NaN fix, which needs the registers (docs/PERF.md#decode-query-loads). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q,
                                                                 int Dv, int hb,
                                                                 const void *k, attn__format dt,
@@ -6648,10 +6645,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
         ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d),
                      q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
-            if (dt != ATTN__FMT_E4M3 && dt != ATTN__FMT_E4M3_FINITE) {
-                ATTN__VKEEP(q0);
-                ATTN__VKEEP(q1);
-            }
+            if (dt != ATTN__FMT_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) {
                 acc[h][c] = ATTN__VFMA(q0, k0[c], acc[h][c]);
                 acc[h][c] = ATTN__VFMA(q1, k1[c], acc[h][c]);
@@ -6931,10 +6925,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 }
 #endif
 
-/* Block widths (query heads a register block serves) this pass compiles, for the decode plan's
-   route (attn__decode_block): one, four, and two and eight (for fp8 rows) where the registers
-   hold eight heads' P.V accumulators of two vectors each (not AVX2; the scalar pass runs heads
-   one at a time). */
+/* Block widths (query heads a register block serves) this pass compiles, for the blocks of
+   attn__decode_next_block: one, four, and two and eight (for fp8 rows) where the registers hold
+   eight heads' P.V accumulators of two vectors each (not AVX2; the scalar pass runs heads one at
+   a time). */
 #if ATTN__L == 1
 #define ATTN__DECODE_WIDTHS 1
 #elif ATTN__DACC >= 2 * ATTN__WIDE_GROUP
@@ -6943,59 +6937,60 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 #define ATTN__DECODE_WIDTHS (1 | ATTN__HEAD_GROUP)
 #endif
 
-/* The chunk on the vector kernels in blocks of HB heads (a constant), G padded to a multiple. */
+/* The kernels of the HB heads (a constant) from h, on the vector kernels. */
 #define ATTN__DECODE_BLOCK(HB)                                                                     \
-    for (h = 0; h < attn__decode_padded_heads(P->G, (HB)); h += (HB)) {                            \
-        if (kind == 0)                                                                             \
-            ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), r.base, dt,         \
-                                          r.stride, n, Dk,                                         \
-                                          sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, ahead);  \
-        else                                                                                       \
-            ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n,       \
-                                          r.base, dt, r.stride, Dk, Dv, (HB),                      \
-                                          sc->o + (heads + h) * Dv, ahead);                        \
-    }
+    if (kind == 0)                                                                                 \
+        ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), r.base, dt, r.stride,   \
+                                      n, Dk, sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t,       \
+                                      ahead);                                                      \
+    else                                                                                           \
+        ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n, r.base,   \
+                                      dt, r.stride, Dk, Dv, (HB), sc->o + (heads + h) * Dv, ahead);
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G heads
-   from `heads` in the scratch, in blocks of the plan's width (f32 copies of fp8 rows: in blocks of
-   four where the plan's is two), its rows read as dt (a constant after inlining: each format gets
-   its own function, attn__decode_chunk_f32 ..). The prefetch
-   cursor goes in and out by value, so its address never leaves the function and it lives in
-   registers: vector stores may alias anything, so by pointer each of its steps would be a load
-   and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
+   from `heads` in the scratch, block after block (attn__decode_next_block), its rows read as dt
+   (a constant after inlining: each format gets its own function, attn__decode_chunk_f32 ..).
+   Blocks of two and eight are fp8's, whose decode the heads of a block share (f16, bf16 and f32
+   rows in blocks of eight measured no faster than two of four). The prefetch cursor goes in and
+   out by value, so its address never leaves the function and it lives in registers: vector
+   stores may alias anything, so by pointer each of its steps would be a load and a store in the
+   inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
-    const int Dv = P->Dv;
-    int h;
-    const int fp8 = ATTN__FN(attn__decode_fp8)(dt);  /* a constant: the widths fp8 alone takes */
-    if ((ATTN__DECODE_WIDTHS & 1) && P->hb == 1) { ATTN__DECODE_BLOCK(1) }
-    else if ((ATTN__DECODE_WIDTHS & 2) && fp8 && P->hb == 2) { ATTN__DECODE_BLOCK(2) }
-    else if ((ATTN__DECODE_WIDTHS & ATTN__WIDE_GROUP) && fp8 && P->hb == ATTN__WIDE_GROUP) {
-        ATTN__DECODE_BLOCK(ATTN__WIDE_GROUP)
-    } else if (ATTN__DECODE_WIDTHS & ATTN__HEAD_GROUP) { ATTN__DECODE_BLOCK(ATTN__HEAD_GROUP) }
+    const int Dv = P->Dv, widths = ATTN__DECODE_WIDTHS &
+                                   (ATTN__FN(attn__decode_fp8)(dt) ? ~0 : 1 | ATTN__HEAD_GROUP);
+    for (int h = 0, hb; h < P->G; h += hb) {
+        hb = attn__decode_next_block(P->G - h, widths);
+        if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8) }
+        else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4) }
+        else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2) }
+        else { ATTN__DECODE_BLOCK(1) }
+    }
     return cursor;
 }
 #undef ATTN__DECODE_BLOCK
 
 #if ATTN__HAS_DOT2
-/* The same on the pair kernels, in blocks of four or eight heads: the queries as bf16 at the
-   start of their rows, unscaled (the logits take the scale); the probabilities as bf16 at the
-   start of theirs (attn__decode_probs_bf16). */
+/* The same on the pair kernels, in blocks of four (and eight over fp8 rows) heads: the queries
+   as bf16 at the start of their rows, unscaled (the logits take the scale); the probabilities as
+   bf16 at the start of theirs (attn__decode_probs_bf16). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_pair_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
-    const int Dv = P->Dv, Gp = attn__decode_padded_heads(P->G, P->hb), ps = 2 * ATTN__DECODE_PSTRIDE;
+    const int Dv = P->Dv, ps = 2 * ATTN__DECODE_PSTRIDE;
+    const int widths = dt == ATTN__FMT_BF16 ? ATTN__HEAD_GROUP : ATTN__HEAD_GROUP | ATTN__WIDE_GROUP;
     const float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     const int e5m2 = P->kv_dtype == ATTN_FP8_E5M2;
-    for (int h = 0; h < Gp; h += P->hb) {
+    for (int h = 0, hb; h < P->G; h += hb) {
         const uint16_t *q16 = (const uint16_t *)(const void *)(sc->q + (heads + h) * Dv);
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
+        hb = attn__decode_next_block(P->G - h, widths);
 #define ATTN__PAIR_BLOCK(HB)                                                                       \
     if (kind == 0)                                                                                 \
         ATTN__FN(attn__decode_pair_logits)(q16, 2 * Dv, r.base, dt, e5m2, r.stride, n, Dk, k_mul,  \
@@ -7003,9 +6998,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__d
     else                                                                                           \
         ATTN__FN(attn__decode_pair_values)(p16, ps, n, r.base, dt, e5m2, r.stride, Dk, Dv, (HB),  \
                                            oh, ahead);
-        if (dt != ATTN__FMT_BF16 && P->hb == ATTN__WIDE_GROUP) {
-            ATTN__PAIR_BLOCK(ATTN__WIDE_GROUP)
-        }
+        if (dt != ATTN__FMT_BF16 && hb == ATTN__WIDE_GROUP) { ATTN__PAIR_BLOCK(ATTN__WIDE_GROUP) }
         else { ATTN__PAIR_BLOCK(ATTN__HEAD_GROUP) }
 #undef ATTN__PAIR_BLOCK
     }

@@ -265,8 +265,9 @@ TEST(decode_every_kv_and_activation_dtype) {
 }
 
 /* One, two and three query heads a KV head (MHA; Gemma 2; Llama 3.2 3B): one head runs in a
-   block of one, two in blocks of one (fp8: padded to four, decoded once for both), three padded
-   to a block of four (zero queries, whose logits nothing reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
+   block of one, two in blocks of one (fp8: a block of two with AVX-512 and NEON, else padded to
+   four; decoded once for both), three padded to a block of four (zero queries, whose logits
+   nothing reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
    40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
    multiple of two vectors), the bias options. */
 TEST(decode_one_and_two_heads_per_kv_head) {
