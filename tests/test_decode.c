@@ -265,9 +265,9 @@ TEST(decode_every_kv_and_activation_dtype) {
 }
 
 /* One, two and three query heads a KV head (MHA; Gemma 2; Llama 3.2 3B): one head runs in a
-   block of one, two in blocks of one (fp8: a block of two with AVX-512 and NEON, else padded to
-   four; decoded once for both), three padded to a block of four (zero queries, whose logits
-   nothing reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
+   block of one, two in two blocks of one (over fp8 with AVX-512 and NEON in one block of two,
+   decoded once for both), three padded to a block of four (zero queries, whose logits nothing
+   reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
    40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
    multiple of two vectors), the bias options. */
 TEST(decode_one_and_two_heads_per_kv_head) {
@@ -290,10 +290,10 @@ TEST(decode_one_and_two_heads_per_kv_head) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* Five query heads or more a KV head: over fp8 rows in blocks of eight where the ISA has them
-   (AVX-512, NEON; five and six padded to eight, twelve to sixteen), each key and value vector
-   decoded once for the eight; otherwise, and over the other dtypes, in blocks of four (three
-   padded to four). Head sizes that are not whole pairs of vectors (40, 48 with AVX-512) go
+/* Five query heads or more a KV head, block after block: over fp8 rows in blocks of eight where
+   the ISA has them (AVX-512, NEON), each key and value vector decoded once for the eight, and
+   the rest in fours, twos and ones (five as 4 + 1, six as 4 + 2, seven padded to eight, twelve
+   as 8 + 4); otherwise, and over the other dtypes, in fours and ones (three padded to four). Head sizes that are not whole pairs of vectors (40, 48 with AVX-512) go
    through the f32 copies: checked here all the same, with every ratio. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
@@ -318,8 +318,8 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
-/* A head's output does not depend on how many query heads share its KV head: G = 1 (and 2 but
-   over fp8) runs in blocks of one, the others in blocks of four or eight (padded), and each
+/* A head's output does not depend on how many query heads share its KV head: each G runs as its
+   own sequence of blocks of one, two, four or eight heads (attn__decode_next_block), and each
    head's sums are the same whatever its block.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
    cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
