@@ -38,6 +38,8 @@
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
        ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of a prefill call gives to
                                                 key tiles packed once, reused (see MEMORY)
+       ATTN_SERIAL_WORK          2^22           calls estimated below this many multiply-adds
+                                                run on the calling thread (see THREADING)
 
    QUICK START (examples/quickstart.c)
        #define ATTN_IMPLEMENTATION
@@ -979,6 +981,9 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #endif
 #ifndef ATTN_VALUE_CACHE_BYTES
 #define ATTN_VALUE_CACHE_BYTES (2u << 20)
+#endif
+#ifndef ATTN_SERIAL_WORK
+#define ATTN_SERIAL_WORK ((int64_t)1 << 22)
 #endif
 #ifndef ATTN_ASSERT
 #include <assert.h>
@@ -2037,6 +2042,11 @@ typedef struct attn__call {
     int fp8_pairs;                  /* dot2, and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
+    int64_t work;                   /* the call's estimated multiply-adds (attn__args_work), set
+                                       by its entry point before it runs items;
+                                       ATTN__WORK_UNKNOWN for attn_parallel_run */
+    int64_t serial_work;            /* below this work the items run on the calling thread:
+                                       ATTN_SERIAL_WORK */
 } attn__call;
 
 #ifdef ATTN_USE_ONEDNN
@@ -2539,6 +2549,8 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 #endif
 }
 
+#define ATTN__WORK_UNKNOWN ((int64_t)0x7fffffffffffffffLL)  /* never below the threshold */
+
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -2557,6 +2569,8 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->fp8_pairs = c->dot2 && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
     c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
     c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
+    c->work = ATTN__WORK_UNKNOWN;
+    c->serial_work = ATTN_SERIAL_WORK;
 }
 
 /* Validates exec (with the engine onednn forces) and fills the call context: what every entry
@@ -2575,16 +2589,27 @@ ATTN__PRIVATE attn_status attn__call_resolve(const attn_exec *exec, int onednn, 
     return ATTN_OK;
 }
 
+/* Threads the items of a call run on: 1 (the calling thread, no parallel region) when its work
+   is below c->serial_work, else no more threads than items. A parallel region costs a few
+   microseconds on idle cores, but up to a scheduler time slice (milliseconds) when another
+   process keeps one of its cores busy and a thread waits for it: a small call (a decode step
+   of a small model, a short prefill chunk) is faster on one thread. ATTN_SERIAL_WORK is where
+   two threads start to win on an idle machine (docs/PERF.md#serial-below). */
+ATTN__PRIVATE int attn__run_threads(const attn__call *c, int num_items) {
+    if (c->work < c->serial_work) return 1;
+    return ATTN__MAX(1, ATTN__MIN(c->threads, num_items));
+}
+
 ATTN__PRIVATE void attn__run_items(const attn__call *c, int num_items, attn_task_fn *task,
                                    void *ctx) {
-    int threads = c->threads;
+    int threads = attn__run_threads(c, num_items);
     if (num_items <= 0) return;
-    if (c->exec && c->exec->parallel_for) {
+    if (c->work >= c->serial_work && c->exec && c->exec->parallel_for) {
         c->exec->parallel_for(c->exec->pool, num_items, threads, task, ctx);
         return;
     }
 #ifdef ATTN_USE_OPENMP
-    if (threads > 1 && num_items > 1) {
+    if (threads > 1) {
         int i;
         /* dynamic: items differ in cost (causal tiles); results do not depend on who runs what */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -2938,6 +2963,29 @@ typedef struct attn__args {
     float *lse;
 } attn__args;
 
+/* Multiply-adds of Lq queries over Lk keys, Q.K and P.V, per head dim: the pairs a query sees
+   (bottom-right causal: Lk - Lq + i + 1 for query i; a window caps each at W). An estimate for
+   the threading driver (attn__run_threads), not an exact count. */
+ATTN__PRIVATE int64_t attn__pairs_work(int64_t Lq, int64_t Lk, int causal, int window) {
+    int64_t pairs = Lq * Lk;
+    if (causal && Lq <= Lk) pairs -= Lq * (Lq - 1) / 2;
+    if (window > 0) pairs = ATTN__MIN(pairs, Lq * (int64_t)window);
+    return 2 * pairs;
+}
+
+/* The estimated multiply-adds of a checked call: prefill (q_start set) or decode (one query a
+   sequence), over rows or the cache. */
+ATTN__PRIVATE int64_t attn__args_work(const attn__args *a) {
+    const attn_params *p = a->params;
+    int64_t work = 0;
+    for (int n = 0; n < a->num_seqs; n++) {
+        int64_t Lq = a->q_start ? a->q_start[n + 1] - a->q_start[n] : 1;
+        int64_t Lk = a->cache ? a->seq_lens[n] : a->k_start[n + 1] - a->k_start[n];
+        work += attn__pairs_work(Lq, Lk, a->q_start ? a->causal : 1, p->sliding_window);
+    }
+    return work * p->num_heads * p->head_size;
+}
+
 /* The cache checks, with the paged cache below. */
 ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c);
 ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const int32_t *tables,
@@ -3036,6 +3084,7 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     int64_t longest = attn__longest(cu_seqlens_k, NULL, num_seqs);
     int tiles = attn__value_cache_tiles(&c, params->head_size, longest);
     ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
+    c.work = attn__args_work(&a);
     return attn__prefill_execute(&c, &P, items);
 }
 
@@ -3275,6 +3324,7 @@ ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows
     attn__call c;
     ATTN__TRY(attn__write_kv_check(cache, key, value, slot_mapping, num_tokens));
     ATTN__TRY(attn__call_resolve(exec, 0, &c));
+    c.work = (int64_t)num_tokens * cache->num_kv_heads * cache->head_size * 2;  /* copies */
     return attn__write_kv(&c, cache, key, value, slot_mapping, num_tokens);
 }
 
@@ -3786,6 +3836,7 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
     size_t need = attn__decode_ws_layout(params, &c, seq_lens, num_seqs, (char *)ws, &P);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     ATTN__TRY(attn__decode_plan_fill(&P, &c, &a));
+    c.work = attn__args_work(&a);
     attn__decode_execute(&c, &P, a.version);
     return ATTN_OK;
 }
@@ -3838,6 +3889,7 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
     int tiles = attn__paged_value_tiles(&c, cache, seq_lens, num_seqs);
     ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
     ATTN__TRY(attn__queries_in_keys(query_start_loc, seq_lens, num_seqs));
+    c.work = attn__args_work(&a);
     return attn__prefill_execute(&c, &P, items);
 }
 
@@ -4232,6 +4284,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__TRYF(m, attn__prefill_check(&a),
                "the prefills (cache geometry, block tables, rows and their data)");
     ATTN__TRYF(m, attn__prefill_plan_fill(&pre, &c, &a, &pre_items), "the prefills' plan");
+    int64_t work = attn__args_work(&a) + (int64_t)f.write_tokens * kv_width * 2;
     if (f.decodes) {  /* one query row each, after the prefill tokens */
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
         int64_t q_row = query.stride ? query.stride : width;
@@ -4251,7 +4304,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
         ATTN__TRYF(m, attn__decode_check(&a), "the decodes (cache geometry, block tables, rows)");
         ATTN__TRYF(m, attn__decode_plan_fill(&dec, &c, &a), "the decodes' plan");
+        work += attn__args_work(&a);
     }
+    c.work = work;
     /* decode items are decodes x spans, and spans <= Hk */
     ATTN__CHECKF(m, pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff,
                  ATTN_ERR_INVALID_ARG, "the step has more than 2^31 - 1 work items");

@@ -6,6 +6,9 @@
 #ifdef ATTN_TEST_DECODE_TILES_ALL
 #define ATTN_DECODE_TILES   /* decode's logits on them for every query dtype from G = 4 */
 #endif
+/* every call on the threads it is given, however small: the suite's small shapes test the
+   parallel paths (test_core.c tests the serial threshold itself) */
+#define ATTN_SERIAL_WORK 0
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
 #include "attn_test.h"
