@@ -4079,7 +4079,13 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
                                                 attn__forward_shape *f, const attn__msg *m) {
     const attn_status IA = ATTN_ERR_INVALID_ARG;
     ATTN__CHECKF(m, L != NULL && md != NULL, IA, "%s is NULL", L ? "md" : "layer");
-    ATTN__TRYF(m, attn_params_check(&L->params), "layer->params");
+    const attn_params *lp = &L->params;
+    ATTN__CHECKF(m, attn_params_check(lp) == ATTN_OK, IA,
+                 "layer->params (attn_params_check): num_heads = %d, num_kv_heads = %d, "
+                 "head_size = %d, scale = %g, sliding_window = %d, logits_soft_cap = %g%s%s",
+                 lp->num_heads, lp->num_kv_heads, lp->head_size, (double)lp->scale,
+                 lp->sliding_window, (double)lp->logits_soft_cap,
+                 lp->alibi_slopes ? ", alibi_slopes set" : "", lp->sinks ? ", sinks set" : "");
     ATTN__CHECKF(m, md->num_prefills >= 0 && md->num_prefill_tokens >= 0 &&
                      md->num_decode_tokens >= 0, IA,
                  "a negative count: num_prefills = %d, num_prefill_tokens = %d, "
