@@ -199,18 +199,24 @@ $(B)/peer_ggml: bench/peer_ggml.c | $(B)
 	  $(GGML_LIB)/libggml-cpu.a $(GGML_LIB)/libggml-base.a -lstdc++ -lpthread $(LDLIBS)
 bench-ggml: $(B)/peer_ggml
 
-# Installs attn.h and a pkg-config file (attn.pc, header-only: share/pkgconfig); DESTDIR stages
-# it. CMake users: CMakeLists.txt offers attn::attn (add_subdirectory, or find_package after
-# `cmake --install`).
+# Installs attn.h, a pkg-config file (attn.pc: share/pkgconfig) and the CMake package
+# (share/cmake/attn: find_package(attn) gives attn::attn), the same files as `cmake --install`,
+# each locating the prefix relative to itself, so the tree can be moved; DESTDIR stages it.
 PREFIX ?= /usr/local
 ATTN_VERSION := $(shell sed -n 's/^\#define ATTN_VERSION_STRING "\(.*\)"/\1/p' attn.h)
+ATTN_MAJOR_MINOR := $(shell echo $(ATTN_VERSION) | cut -d. -f1,2)
 install:
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn
 	install -m 644 attn.h $(DESTDIR)$(PREFIX)/include/attn.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in \
-	    > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	sed -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	install -m 644 cmake/attnConfig.cmake $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfig.cmake
+	sed -e 's|@VERSION@|$(ATTN_VERSION)|' -e 's|@MAJOR_MINOR@|$(ATTN_MAJOR_MINOR)|' \
+	    cmake/attnConfigVersion.cmake.in > $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfigVersion.cmake
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfig.cmake \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfigVersion.cmake
 
 clean:
 	rm -rf $(B)
