@@ -65,11 +65,17 @@ $(B)/quickstart: examples/quickstart.c attn.h | $(B)
 # `make run`: a generated checkpoint (dim 512, 6 layers, 8 heads / 2 KV heads, vocab 4096, with
 # its toy tokenizer) served by the llama runner: six prompts arriving over the first steps,
 # prefill in chunks of 32 tokens, two samples of each prompt (forks), then the text and the
-# throughput. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
+# throughput. It says what it builds, that the weights are random, and the ISA, threads and KV
+# dtype it ran with. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
 RUN_FLAGS ?=
 $(B)/model.bin: $(B)/ex_make_checkpoint
 	$(B)/ex_make_checkpoint -o $@ -z $(B)/tokenizer.bin
-run: $(B)/ex_llama $(B)/model.bin
+run:
+	@$(MAKE) --no-print-directory -q $(B)/ex_llama $(B)/model.bin 2>/dev/null || \
+	  echo "building the runner (examples/llama.c) and a checkpoint: about 60 s of one core, once"
+	@$(MAKE) --no-print-directory $(B)/ex_llama $(B)/model.bin
+	@echo "$(B)/model.bin has RANDOM weights (examples/make_checkpoint.c): the text is noise;" \
+	  "what counts is the serving loop and the timing lines at the end"
 	$(B)/ex_llama $(B)/model.bin -z $(B)/tokenizer.bin -m 48 -n 2 --chunk 32 --temp 0.8 \
 	  --system "You are a storyteller for children." \
 	  --arrive 0,0,2,4,6,8 -p "Once upon a time" -p "The little dog ran to the park" \
