@@ -73,7 +73,7 @@ $(B)/model.bin: $(B)/ex_make_checkpoint
 run:
 	@$(MAKE) --no-print-directory -q $(B)/ex_llama $(B)/model.bin 2>/dev/null || \
 	  echo "building the runner (examples/llama.c) and a checkpoint: about 60 s of one core, once"
-	@$(MAKE) --no-print-directory $(B)/ex_llama $(B)/model.bin
+	@$(MAKE) --no-print-directory -s $(B)/ex_llama $(B)/model.bin
 	@echo "$(B)/model.bin has RANDOM weights (examples/make_checkpoint.c): the text is noise;" \
 	  "what counts is the serving loop and the timing lines at the end"
 	$(B)/ex_llama $(B)/model.bin -z $(B)/tokenizer.bin -m 48 -n 2 --chunk 32 --temp 0.8 \
