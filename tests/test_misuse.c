@@ -542,7 +542,37 @@ TEST(misuse_workspace_bound_covers_every_step) {
     CHECK_EQ_INT(attn_forward_workspace_size(&L, &zero, &e), 0);
 }
 
+/* attn_forward with out over the query rows themselves (the README says it may): the same bits
+   as into a separate buffer, for a step of prefills and decodes, on 1 and 3 threads. */
+TEST(misuse_forward_output_may_alias_query) {
+    static tsv_world w;
+    static float q_saved[TSV_STEP_TOKENS * TSV_QW], sep[TSV_STEP_TOKENS * TSV_QW];
+    static char ws[1 << 20];
+    REQUIRE(tsv_init(&w));
+    { int who[] = {0, 1}, nn[] = {9, 6}; tsv_step(&w, who, nn, 2); }
+    REQUIRE(attn_seq_fork(&w.pool, &w.req[1].seq, &w.req[2].seq) == ATTN_OK);
+    { int who[] = {3, 0, 1, 2}, nn[] = {5, 3, 1, 1}; REQUIRE(tsv_build(&w, who, nn, 4) == ATTN_OK); }
+    int rows = 10;
+    memcpy(q_saved, w.q, sizeof q_saved);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        attn_exec e = tu_exec(ATTN_ISA_AUTO, threads);
+        attn_metadata md = w.md;
+        md.blocks_to_copy = NULL; md.num_blocks_to_copy = 0;  /* copied by the first call */
+        attn_rows rq = {w.q, ATTN_F32, 0}, rk = {w.k, ATTN_F32, 0}, rv = {w.v, ATTN_F32, 0};
+        attn_rows ro = {sep, ATTN_F32, 0};
+        memcpy(w.q, q_saved, sizeof q_saved);
+        REQUIRE(attn_forward(&w.layer, &e, rq, rk, rv, &w.cache, threads == 1 ? &w.md : &md, ro,
+                             ws, sizeof ws) == ATTN_OK);
+        attn_rows alias = {w.q, ATTN_F32, 0};
+        CHECK_STATUS(attn_forward(&w.layer, &e, rq, rk, rv, &w.cache, &md, alias, ws, sizeof ws),
+                     ATTN_OK);
+        CHECK_BITEQ(w.q, sep, (size_t)rows * TSV_QW * sizeof(float));
+    }
+    tsv_free(&w);
+}
+
 #define TEST_MISUSE_LIST                                                                          \
+    ATTN_TEST_ENTRY(misuse_forward_output_may_alias_query),                                      \
     ATTN_TEST_ENTRY(misuse_builder_checks_expected_lengths),                                     \
     ATTN_TEST_ENTRY(misuse_builder_refuses_blocks_not_in_use_or_twice),                          \
     ATTN_TEST_ENTRY(misuse_forward_refuses_blocks_not_in_use_or_twice),                          \
