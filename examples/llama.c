@@ -22,7 +22,8 @@
    - at the end: prefill and decode tokens/s, time in attention vs the rest, peak KV blocks in use,
      preemptions.
    The matmuls are plain C (OpenMP over blocks of output rows, four tokens per pass over a
-   weight row); they are not the point of this example.
+   weight row, on one thread while that is faster: see matmul_parallel); they are not the point
+   of this example.
 
    Build: cc -O2 -fopenmp -I. examples/llama.c -o llama -lm
    Usage: llama model.bin [-z tokenizer.bin] [-p PROMPT]... [-f PROMPTS_FILE] [--arrive 0,0,3]
@@ -267,11 +268,31 @@ static void dot4(const float *w, const float *x, size_t stride, int nt, int K, f
                                    ((acc[t][4] + acc[t][5]) + (acc[t][6] + acc[t][7]));
 }
 
+/* Whether a matmul of `work` multiply-adds runs on the threads: not under 2^18 (over before they
+   start), else while the threads' seconds per multiply-add stay below one thread's. Both are
+   running means, each mode retried every 32nd call: where another process keeps a core busy, a
+   parallel region waits for the thread that shares it (milliseconds) and one thread is faster.
+   The result is the same either way (rows are split, not sums). */
+static double g_mm_rate[2];  /* seconds per multiply-add: [0] one thread, [1] the threads */
+static long g_mm_calls;
+static int matmul_parallel(double work) {
+#ifdef _OPENMP
+    if (work < 262144.0 || omp_get_max_threads() < 2) return 0;
+#else
+    (void)work;
+    return 0;
+#endif
+    long c = g_mm_calls++;
+    if (c % 32 == 0 || c % 32 == 16) return c % 32 == 16;  /* the retries */
+    return g_mm_rate[0] == 0.0 || g_mm_rate[1] == 0.0 || g_mm_rate[1] < g_mm_rate[0];
+}
+
 static void matmul(float *y, const float *x, const float *w, int T, int K, int N) {
     int nblocks = (N + 15) / 16;
-    /* threads only for at least 2^18 multiply-adds: a smaller one is over before they start */
+    double work = (double)T * K * N, t0 = now_s();
+    int par = matmul_parallel(work);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((double)T * K * N >= 262144.0)
+#pragma omp parallel for schedule(static) if (par)
 #endif
     for (int b = 0; b < nblocks; b++) {
         int n1 = b * 16 + 16 < N ? b * 16 + 16 : N;
@@ -281,6 +302,10 @@ static void matmul(float *y, const float *x, const float *w, int T, int K, int N
                 dot4(w + (size_t)n * (size_t)K, x + (size_t)t * (size_t)K, (size_t)K, nt, K,
                      y + (size_t)t * (size_t)N + (size_t)n, (size_t)N);
         }
+    }
+    if (work >= 262144.0) {
+        double r = (now_s() - t0) / work;
+        g_mm_rate[par] = g_mm_rate[par] == 0.0 ? r : 0.9 * g_mm_rate[par] + 0.1 * r;
     }
 }
 
