@@ -65,11 +65,17 @@ $(B)/quickstart: examples/quickstart.c attn.h | $(B)
 # `make run`: a generated checkpoint (dim 512, 6 layers, 8 heads / 2 KV heads, vocab 4096, with
 # its toy tokenizer) served by the llama runner: six prompts arriving over the first steps,
 # prefill in chunks of 32 tokens, two samples of each prompt (forks), then the text and the
-# throughput. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
+# throughput. It says what it builds, that the weights are random, and the ISA, threads and KV
+# dtype it ran with. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
 RUN_FLAGS ?=
 $(B)/model.bin: $(B)/ex_make_checkpoint
 	$(B)/ex_make_checkpoint -o $@ -z $(B)/tokenizer.bin
-run: $(B)/ex_llama $(B)/model.bin
+run:
+	@$(MAKE) --no-print-directory -q $(B)/ex_llama $(B)/model.bin 2>/dev/null || \
+	  echo "building the runner (examples/llama.c) and a checkpoint: about 60 s of one core, once"
+	@$(MAKE) --no-print-directory -s $(B)/ex_llama $(B)/model.bin
+	@echo "$(B)/model.bin has RANDOM weights (examples/make_checkpoint.c): the text is noise;" \
+	  "what counts is the serving loop and the timing lines at the end"
 	$(B)/ex_llama $(B)/model.bin -z $(B)/tokenizer.bin -m 48 -n 2 --chunk 32 --temp 0.8 \
 	  --system "You are a storyteller for children." \
 	  --arrive 0,0,2,4,6,8 -p "Once upon a time" -p "The little dog ran to the park" \
@@ -199,18 +205,24 @@ $(B)/peer_ggml: bench/peer_ggml.c | $(B)
 	  $(GGML_LIB)/libggml-cpu.a $(GGML_LIB)/libggml-base.a -lstdc++ -lpthread $(LDLIBS)
 bench-ggml: $(B)/peer_ggml
 
-# Installs attn.h and a pkg-config file (attn.pc, header-only: share/pkgconfig); DESTDIR stages
-# it. CMake users: CMakeLists.txt offers attn::attn (add_subdirectory, or find_package after
-# `cmake --install`).
+# Installs attn.h, a pkg-config file (attn.pc: share/pkgconfig) and the CMake package
+# (share/cmake/attn: find_package(attn) gives attn::attn), the same files as `cmake --install`,
+# each locating the prefix relative to itself, so the tree can be moved; DESTDIR stages it.
 PREFIX ?= /usr/local
 ATTN_VERSION := $(shell sed -n 's/^\#define ATTN_VERSION_STRING "\(.*\)"/\1/p' attn.h)
+ATTN_MAJOR_MINOR := $(shell echo $(ATTN_VERSION) | cut -d. -f1,2)
 install:
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn
 	install -m 644 attn.h $(DESTDIR)$(PREFIX)/include/attn.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in \
-	    > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	sed -e 's|@VERSION@|$(ATTN_VERSION)|' attn.pc.in > $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	install -m 644 cmake/attnConfig.cmake $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfig.cmake
+	sed -e 's|@VERSION@|$(ATTN_VERSION)|' -e 's|@MAJOR_MINOR@|$(ATTN_MAJOR_MINOR)|' \
+	    cmake/attnConfigVersion.cmake.in > $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfigVersion.cmake
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc
+	rm -f $(DESTDIR)$(PREFIX)/include/attn.h $(DESTDIR)$(PREFIX)/share/pkgconfig/attn.pc \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfig.cmake \
+	    $(DESTDIR)$(PREFIX)/share/cmake/attn/attnConfigVersion.cmake
 
 clean:
 	rm -rf $(B)

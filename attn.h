@@ -38,6 +38,8 @@
        ATTN_HEADER_FILENAME      "attn.h"       this file's name, for its own re-inclusion
        ATTN_VALUE_CACHE_BYTES    2 MiB          most workspace a thread of a prefill call gives to
                                                 key tiles packed once, reused (see MEMORY)
+       ATTN_SERIAL_WORK          2^22           calls estimated below this many multiply-adds
+                                                run on the calling thread (see THREADING)
 
    QUICK START (examples/quickstart.c)
        #define ATTN_IMPLEMENTATION
@@ -324,7 +326,9 @@ extern "C" {
     X(ATTN_ERR_WORKSPACE_TOO_SMALL, -3, "workspace too small")                                   \
     X(ATTN_ERR_OUT_OF_BLOCKS, -4, "out of KV cache blocks")                                      \
     X(ATTN_ERR_BACKEND, -5, "GEMM backend (oneDNN) failure")                                     \
-    X(ATTN_ERR_OUT_OF_RANGE, -6, "block id, slot or length outside the cache or block table")
+    X(ATTN_ERR_OUT_OF_RANGE, -6, "block id, slot or length outside the cache or block table")  \
+    X(ATTN_ERR_CAPACITY, -7, "the step exceeds the batch's capacity (max_seqs, max_tokens or "     \
+                             "max_blocks_per_seq)")
 
 #define ATTN__STATUS_ENUM(name, value, text) name = value,
 typedef enum attn_status { ATTN__STATUS_LIST(ATTN__STATUS_ENUM) ATTN__STATUS_END_ = 1 } attn_status;
@@ -659,6 +663,11 @@ typedef struct attn_block_pool {
     int num_blocks;        /* ids 0 .. num_blocks-1 */
     int block_size;        /* tokens per block, for slots and block counts */
     int num_free;          /* free blocks */
+    char *error_msg;       /* NULL, or error_msg_bytes of caller memory where attn_seq_append
+                              and attn_seq_fork write which check failed, naming the field and
+                              its values ("" on success); set after attn_block_pool_init, which
+                              clears both */
+    size_t error_msg_bytes;
 } attn_block_pool;
 
 /* Bytes of caller memory a pool of num_blocks blocks needs (two int32 arrays, 64-byte aligned,
@@ -836,7 +845,8 @@ typedef struct attn_metadata {
     int num_prefill_tokens;            /* their query tokens */
     int num_decode_tokens;             /* decode sequences, one query token each, after them */
     const int64_t *slot_mapping;       /* [prefill + decode tokens] cache slot per token, -1 =
-                                          skip; NULL = write nothing (profiling run) */
+                                          skip; NULL = write nothing: on a step
+                                          that reads the cache only with profile_run */
     const int32_t *seq_lens;           /* [num_prefills + num_decode_tokens] keys per sequence,
                                           cached + new; needed with a cache */
     const int32_t *query_start_loc;    /* [num_prefills + 1] prefill token offsets, from 0 */
@@ -859,6 +869,13 @@ typedef struct attn_metadata {
                                           must be num_prefills + num_decode_tokens; 0 = unchecked */
     int num_tokens;                    /* declared entries of slot_mapping and query rows: must be
                                           num_prefill_tokens + num_decode_tokens; 0 = unchecked */
+    int profile_run;                   /* 1: a profiling run (vLLM's dummy step), slot_mapping may
+                                          be NULL on a step that reads the cache and nothing is
+                                          written; 0: that NULL is refused */
+    const attn_block_pool *pool;       /* NULL, or the pool whose blocks the tables name: every
+                                          block a sequence reads must be in use there, and the
+                                          pool's block size the cache's (attn_batch_build sets
+                                          it) */
 } attn_metadata;
 
 typedef struct attn_layer {
@@ -871,9 +888,22 @@ typedef struct attn_layer {
    ATTN_ERR_UNSUPPORTED) and fills layer. */
 ATTNDEF attn_status attn_layer_init(attn_layer *layer, const attn_params *params, attn_type type,
                                     attn_backend backend);
-/* Workspace for attn_forward with this metadata (0 when it is invalid). */
+/* Workspace for attn_forward with this step's metadata: 0 for a NULL layer or md, invalid
+   params, a negative count, a negative exec->num_threads, or decodes without their lengths
+   (seq_lens; encoder_seq_lens for ENCODER_DECODER). An empty step (a zeroed md) is valid and
+   gets the fixed scratch of an empty step, which a later step may exceed: to size once, use
+   attn_forward_workspace_bound. */
 ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_metadata *md,
                                            const attn_exec *exec);
+/* Workspace that is enough for attn_forward on every step within these capacities: at most
+   max_seqs sequences and max_tokens new tokens a step, and no sequence longer than max_context
+   keys (cached + new tokens; for ENCODER_DECODER also its encoder tokens) - e.g. an attn_batch's
+   max_seqs and max_tokens, and its max_blocks_per_seq * block_size. For one allocation at
+   start-up: attn_forward_workspace_size(step) <= this for every such step and the same exec.
+   0 for a NULL or invalid layer, a capacity < 1, a negative exec->num_threads or a size that
+   does not fit a size_t. */
+ATTNDEF size_t attn_forward_workspace_bound(const attn_layer *layer, int max_seqs, int max_tokens,
+                                            int64_t max_context, const attn_exec *exec);
 /* query: [prefill + decode tokens] rows (ENCODER: [num_encoder_tokens]); key/value: the new
    tokens' rows - the same tokens as query for self-attention, the encoder tokens for
    ENCODER_DECODER prefill (data NULL = already cached); cache: NULL only for ENCODER and
@@ -893,7 +923,12 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
      cross_block_tables, encoder token i of prefill s at pos = i;
    - md->num_seqs / md->num_tokens, when declared (> 0), equal the counts;
    - blocks_to_copy: the pair rules of attn_copy_blocks (ATTN_ERR_OUT_OF_RANGE for an id outside
-     the cache), a cache to copy in, and no NULL with a positive count.
+     the cache), a cache to copy in, and no NULL with a positive count;
+   - every row the step reads from the cache names no block twice in the entries its length
+     uses, and, with md->pool, only blocks in use there (the pool's block size must be the
+     cache's, its block count at most the cache's);
+   - slot_mapping NULL on a step that reads the cache (decodes, or a chunk over a cached prefix)
+     needs md->profile_run = 1.
    On every return attn_forward writes exec->error_msg (when given): "" on success, else the
    failing check with the field and its values, e.g. "query_start_loc[1] = 16 but
    num_prefill_tokens = 0". */
@@ -912,15 +947,18 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
    (1) checks everything, the blocks needed included (copy-on-write blocks of shared last blocks
    counted exactly), and fails with nothing changed: ATTN_ERR_OUT_OF_BLOCKS when the pool cannot
    hold the step (the scheduler preempts, e.g. attn_seq_release / attn_seq_truncate on a
-   sequence, and calls again), ATTN_ERR_OUT_OF_RANGE when a sequence's own table or the
-   batch's max_blocks_per_seq cannot hold its new length or the step passes the batch's
-   capacities, ATTN_ERR_INVALID_ARG for bad arguments (a sequence twice, num_new < 1, ...);
+   sequence, and calls again), ATTN_ERR_OUT_OF_RANGE when a sequence's own table cannot hold
+   its new length, ATTN_ERR_CAPACITY when the step passes the batch's capacities (max_seqs,
+   max_tokens, max_blocks_per_seq: build a smaller step), ATTN_ERR_INVALID_ARG for bad
+   arguments (a sequence twice, num_new < 1, a table entry that is not a block in use or names
+   a block twice, ...);
    (2) appends every sequence (attn_seq_append), collecting the copy-on-write pairs;
    (3) fills md completely (it is zeroed first): num_prefills, num_prefill_tokens,
    num_decode_tokens, slot_mapping, seq_lens (lengths after the step), context_lens (before),
    query_start_loc, block_tables (batch order, row stride max_blocks_per_seq, entries past a
    sequence's blocks 0), blocks_to_copy (so attn_forward does the copy-on-write of every layer
-   before writing K/V: no attn_copy_blocks call), num_seqs and num_tokens. md points into the
+   before writing K/V: no attn_copy_blocks call), num_seqs, num_tokens and pool (so that
+   attn_forward checks every block read is in use). md points into the
    batch's memory and stays valid until the next build with that batch.
    Covered: DECODER layers (self-attention: chunked prefill, decode, fork, copy-on-write); pass
    the same md to every layer. Not covered: ENCODER (no cache: no block tables to build),
@@ -948,6 +986,13 @@ ATTNDEF attn_status attn_batch_init(attn_batch *batch, int max_seqs, int max_tok
 ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
                                      attn_seq *const *seqs, const int32_t *num_new, int n,
                                      attn_metadata *md);
+/* attn_batch_build that also checks what the caller believes: expect_len[i] is the length the
+   caller's own bookkeeping gives seqs[i] before the step (NULL = unchecked, as attn_batch_build).
+   A mismatch (a sequence used after attn_seq_release, a step built twice, a token appended by
+   hand as well) is ATTN_ERR_INVALID_ARG naming the sequence, with nothing changed. */
+ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool *pool,
+                                             attn_seq *const *seqs, const int64_t *expect_len,
+                                             const int32_t *num_new, int n, attn_metadata *md);
 
 #ifdef __cplusplus
 }
@@ -981,6 +1026,9 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
 #endif
 #ifndef ATTN_VALUE_CACHE_BYTES
 #define ATTN_VALUE_CACHE_BYTES (2u << 20)
+#endif
+#ifndef ATTN_SERIAL_WORK
+#define ATTN_SERIAL_WORK ((int64_t)1 << 22)
 #endif
 #ifndef ATTN_ASSERT
 #include <assert.h>
@@ -2068,6 +2116,11 @@ typedef struct attn__call {
     int fp8_pairs;                  /* dot2, and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
+    int64_t work;                   /* the call's estimated multiply-adds (attn__args_work), set
+                                       by its entry point before it runs items;
+                                       ATTN__WORK_UNKNOWN for attn_parallel_run */
+    int64_t serial_work;            /* below this work the items run on the calling thread:
+                                       ATTN_SERIAL_WORK */
 } attn__call;
 
 #ifdef ATTN_USE_ONEDNN
@@ -2566,6 +2619,8 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 #endif
 }
 
+#define ATTN__WORK_UNKNOWN ((int64_t)0x7fffffffffffffffLL)  /* never below the threshold */
+
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -2584,6 +2639,8 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->fp8_pairs = c->dot2 && (c->k->caps & attn__cpu_flags() & ATTN__CAP_E4M3_LUT) != 0;
     c->on_tiles = isa == ATTN_ISA_AMX && (c->k->caps & ATTN__CAP_TILES) != 0;
     c->tiles = c->bf16_probs && c->on_tiles && c->gemm == ATTN_GEMM_NATIVE;
+    c->work = ATTN__WORK_UNKNOWN;
+    c->serial_work = ATTN_SERIAL_WORK;
 }
 
 /* Validates exec (with the engine onednn forces) and fills the call context: what every entry
@@ -2602,16 +2659,27 @@ ATTN__PRIVATE attn_status attn__call_resolve(const attn_exec *exec, int onednn, 
     return ATTN_OK;
 }
 
+/* Threads the items of a call run on: 1 (the calling thread, no parallel region) when its work
+   is below c->serial_work, else no more threads than items. A parallel region costs a few
+   microseconds on idle cores, but up to a scheduler time slice (milliseconds) when another
+   process keeps one of its cores busy and a thread waits for it: a small call (a decode step
+   of a small model, a short prefill chunk) is faster on one thread. ATTN_SERIAL_WORK is where
+   two threads start to win on an idle machine (docs/PERF.md#serial-below). */
+ATTN__PRIVATE int attn__run_threads(const attn__call *c, int num_items) {
+    if (c->work < c->serial_work) return 1;
+    return ATTN__MAX(1, ATTN__MIN(c->threads, num_items));
+}
+
 ATTN__PRIVATE void attn__run_items(const attn__call *c, int num_items, attn_task_fn *task,
                                    void *ctx) {
-    int threads = c->threads;
+    int threads = attn__run_threads(c, num_items);
     if (num_items <= 0) return;
-    if (c->exec && c->exec->parallel_for) {
+    if (c->work >= c->serial_work && c->exec && c->exec->parallel_for) {
         c->exec->parallel_for(c->exec->pool, num_items, threads, task, ctx);
         return;
     }
 #ifdef ATTN_USE_OPENMP
-    if (threads > 1 && num_items > 1) {
+    if (threads > 1) {
         int i;
         /* dynamic: items differ in cost (causal tiles); results do not depend on who runs what */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -2965,6 +3033,29 @@ typedef struct attn__args {
     float *lse;
 } attn__args;
 
+/* Multiply-adds of Lq queries over Lk keys, Q.K and P.V, per head dim: the pairs a query sees
+   (bottom-right causal: Lk - Lq + i + 1 for query i; a window caps each at W). An estimate for
+   the threading driver (attn__run_threads), not an exact count. */
+ATTN__PRIVATE int64_t attn__pairs_work(int64_t Lq, int64_t Lk, int causal, int window) {
+    int64_t pairs = Lq * Lk;
+    if (causal && Lq <= Lk) pairs -= Lq * (Lq - 1) / 2;
+    if (window > 0) pairs = ATTN__MIN(pairs, Lq * (int64_t)window);
+    return 2 * pairs;
+}
+
+/* The estimated multiply-adds of a checked call: prefill (q_start set) or decode (one query a
+   sequence), over rows or the cache. */
+ATTN__PRIVATE int64_t attn__args_work(const attn__args *a) {
+    const attn_params *p = a->params;
+    int64_t work = 0;
+    for (int n = 0; n < a->num_seqs; n++) {
+        int64_t Lq = a->q_start ? a->q_start[n + 1] - a->q_start[n] : 1;
+        int64_t Lk = a->cache ? a->seq_lens[n] : a->k_start[n + 1] - a->k_start[n];
+        work += attn__pairs_work(Lq, Lk, a->q_start ? a->causal : 1, p->sliding_window);
+    }
+    return work * p->num_heads * p->head_size;
+}
+
 /* The cache checks, with the paged cache below. */
 ATTN__PRIVATE attn_status attn__cache_matches(const attn_params *p, const attn_kv_cache *c);
 ATTN__PRIVATE attn_status attn__block_tables_check(const attn_kv_cache *c, const int32_t *tables,
@@ -3063,6 +3154,7 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
     int64_t longest = attn__longest(cu_seqlens_k, NULL, num_seqs);
     int tiles = attn__value_cache_tiles(&c, params->head_size, longest);
     ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
+    c.work = attn__args_work(&a);
     return attn__prefill_execute(&c, &P, items);
 }
 
@@ -3302,6 +3394,7 @@ ATTNDEF attn_status attn_write_kv(attn_kv_cache *cache, attn_rows key, attn_rows
     attn__call c;
     ATTN__TRY(attn__write_kv_check(cache, key, value, slot_mapping, num_tokens));
     ATTN__TRY(attn__call_resolve(exec, 0, &c));
+    c.work = (int64_t)num_tokens * cache->num_kv_heads * cache->head_size * 2;  /* copies */
     return attn__write_kv(&c, cache, key, value, slot_mapping, num_tokens);
 }
 
@@ -3414,6 +3507,8 @@ ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, 
     pool->num_blocks = num_blocks;
     pool->block_size = block_size;
     pool->num_free = num_blocks;
+    pool->error_msg = NULL;
+    pool->error_msg_bytes = 0;
     for (int i = 0; i < num_blocks; i++) {
         pool->refcount[i] = 0;
         pool->free_ids[i] = num_blocks - 1 - i;  /* popped from the top: 0 comes out first */
@@ -3473,21 +3568,57 @@ ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_b
     return ATTN_OK;
 }
 
+/* The pool's message buffer (pool->error_msg), cleared: where the sequence functions say which
+   check failed. */
+ATTN__PRIVATE attn__msg attn__pool_msg(attn_block_pool *pool) {
+    attn__msg m = {NULL, 0};
+    if (pool && pool->error_msg && pool->error_msg_bytes) {
+        m.buf = pool->error_msg; m.bytes = pool->error_msg_bytes;
+        m.buf[0] = '\0';
+    }
+    return m;
+}
+
+/* The pool and a sequence of it, checked with messages (attn_seq_append, attn_seq_fork). */
+ATTN__PRIVATE attn_status attn__pool_seq_check(const attn_block_pool *pool, const attn_seq *seq,
+                                               const char *name, const attn__msg *m) {
+    ATTN__CHECKF(m, attn__pool_ok(pool), ATTN_ERR_INVALID_ARG,
+                 "pool is NULL or not initialised (attn_block_pool_init)");
+    ATTN__CHECKF(m, seq != NULL, ATTN_ERR_INVALID_ARG, "%s is NULL", name);
+    ATTN__CHECKF(m, attn__seq_ok(pool, seq), ATTN_ERR_INVALID_ARG,
+                 "%s is not a valid sequence of this pool (len = %lld, num_blocks = %d, "
+                 "max_blocks = %d, block_size = %d)", name, (long long)seq->len, seq->num_blocks,
+                 seq->max_blocks, pool->block_size);
+    return ATTN_OK;
+}
+
 ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_tokens,
                                     int64_t *slots, int64_t cow_pairs[][2], int *n_cow) {
-    ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, seq), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(n_tokens >= 0 && (n_tokens == 0 || slots != NULL), ATTN_ERR_INVALID_ARG);
+    attn__msg msg = attn__pool_msg(pool), *m = &msg;
+    ATTN__TRY(attn__pool_seq_check(pool, seq, "seq", m));
+    ATTN__CHECKF(m, n_tokens >= 0 && (n_tokens == 0 || slots != NULL), ATTN_ERR_INVALID_ARG,
+                 "n_tokens = %d%s", n_tokens, n_tokens < 0 ? "" : " with slots NULL");
     int bs = pool->block_size, last = seq->num_blocks - 1;
     /* only a partially filled last block receives new tokens in place */
     int partial = n_tokens > 0 && seq->len % bs != 0;
-    ATTN__CHECK(!partial || attn__seq_ids_live(pool, seq, last, last + 1), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECKF(m, !partial || attn__seq_ids_live(pool, seq, last, last + 1),
+                 ATTN_ERR_INVALID_ARG, "seq->block_table[%d] = %d is not a block in use", last,
+                 partial ? seq->block_table[last] : 0);
     int cow = partial && pool->refcount[seq->block_table[last]] > 1;
-    ATTN__CHECK(!cow || (cow_pairs != NULL && n_cow != NULL), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(seq->len <= ATTN__INT64_MAX - n_tokens, ATTN_ERR_OUT_OF_RANGE);
+    ATTN__CHECKF(m, !cow || (cow_pairs != NULL && n_cow != NULL), ATTN_ERR_INVALID_ARG,
+                 "block %d is shared (refcount %d) so it is copied on write, but %s is NULL",
+                 cow ? seq->block_table[last] : 0, cow ? pool->refcount[seq->block_table[last]]
+                 : 0, cow_pairs ? "n_cow" : "cow_pairs");
+    ATTN__CHECKF(m, seq->len <= ATTN__INT64_MAX - n_tokens, ATTN_ERR_OUT_OF_RANGE,
+                 "seq->len = %lld + n_tokens = %d overflows", (long long)seq->len, n_tokens);
     int64_t new_len = seq->len + n_tokens;
     int64_t new_blocks = attn_kv_blocks_for_tokens(new_len, bs);
-    ATTN__CHECK(new_blocks <= seq->max_blocks, ATTN_ERR_OUT_OF_RANGE);
-    ATTN__CHECK(new_blocks - seq->num_blocks + cow <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS);
+    ATTN__CHECKF(m, new_blocks <= seq->max_blocks, ATTN_ERR_OUT_OF_RANGE,
+                 "%lld tokens need %lld blocks but seq->max_blocks = %d", (long long)new_len,
+                 (long long)new_blocks, seq->max_blocks);
+    ATTN__CHECKF(m, new_blocks - seq->num_blocks + cow <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS,
+                 "%lld new blocks needed (copy-on-write included) but the pool has %d free",
+                 (long long)(new_blocks - seq->num_blocks + cow), pool->num_free);
 
     if (n_cow) *n_cow = 0;
     if (cow) {
@@ -3508,17 +3639,30 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
 }
 
 ATTNDEF attn_status attn_seq_fork(attn_block_pool *pool, const attn_seq *parent, attn_seq *child) {
-    ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, parent), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(child != NULL && child != parent && child->len == 0 && child->num_blocks == 0,
-                ATTN_ERR_INVALID_ARG);  /* a child that holds blocks would leak them */
-    ATTN__CHECK(child->max_blocks >= 0 && (child->max_blocks == 0 || child->block_table),
-                ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(parent->num_blocks == 0 || child->block_table != parent->block_table,
-                ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(attn__seq_ids_live(pool, parent, 0, parent->num_blocks), ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(parent->num_blocks <= child->max_blocks, ATTN_ERR_OUT_OF_RANGE);
+    const attn_status IA = ATTN_ERR_INVALID_ARG;
+    attn__msg msg = attn__pool_msg(pool), *m = &msg;
+    ATTN__TRY(attn__pool_seq_check(pool, parent, "parent", m));
+    ATTN__CHECKF(m, child != NULL && child != parent, IA, "child is %s",
+                 child ? "parent" : "NULL");
+    ATTN__CHECKF(m, child->len == 0 && child->num_blocks == 0, IA,  /* it would leak them */
+                 "child is not empty (len = %lld, num_blocks = %d)", (long long)child->len,
+                 child->num_blocks);
+    ATTN__CHECKF(m, child->max_blocks >= 0 && (child->max_blocks == 0 || child->block_table), IA,
+                 "child->max_blocks = %d with block_table %s", child->max_blocks,
+                 child->block_table ? "set" : "NULL");
+    ATTN__CHECKF(m, parent->num_blocks == 0 || child->block_table != parent->block_table, IA,
+                 "child and parent share one block_table");
     for (int i = 0; i < parent->num_blocks; i++)
-        ATTN__CHECK(pool->refcount[parent->block_table[i]] < ATTN__INT_MAX, ATTN_ERR_OUT_OF_RANGE);
+        ATTN__CHECKF(m, attn__seq_ids_live(pool, parent, i, i + 1), IA,
+                     "parent->block_table[%d] = %d is not a block in use", i,
+                     parent->block_table[i]);
+    ATTN__CHECKF(m, parent->num_blocks <= child->max_blocks, ATTN_ERR_OUT_OF_RANGE,
+                 "parent has %d blocks but child->max_blocks = %d", parent->num_blocks,
+                 child->max_blocks);
+    for (int i = 0; i < parent->num_blocks; i++)
+        ATTN__CHECKF(m, pool->refcount[parent->block_table[i]] < ATTN__INT_MAX,
+                     ATTN_ERR_OUT_OF_RANGE, "block %d's refcount would overflow int32",
+                     parent->block_table[i]);
     for (int i = 0; i < parent->num_blocks; i++) {
         child->block_table[i] = parent->block_table[i];
         pool->refcount[parent->block_table[i]]++;
@@ -3846,6 +3990,7 @@ ATTNDEF attn_status attn_paged_decode(const attn_params *params, const attn_exec
     size_t need = attn__decode_ws_layout(params, &c, seq_lens, num_seqs, (char *)ws, &P);
     ATTN__CHECK(ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
     ATTN__TRY(attn__decode_plan_fill(&P, &c, &a));
+    c.work = attn__args_work(&a);
     attn__decode_execute(&c, &P, a.version);
     return ATTN_OK;
 }
@@ -3898,6 +4043,7 @@ ATTNDEF attn_status attn_paged_prefill(const attn_params *params, const attn_exe
     int tiles = attn__paged_value_tiles(&c, cache, seq_lens, num_seqs);
     ATTN__TRY(attn__plan_prefill(&P, &c, &a, tiles, (char *)ws, ws_bytes, &items));
     ATTN__TRY(attn__queries_in_keys(query_start_loc, seq_lens, num_seqs));
+    c.work = attn__args_work(&a);
     return attn__prefill_execute(&c, &P, items);
 }
 
@@ -3993,7 +4139,13 @@ ATTN__PRIVATE attn_status attn__forward_resolve(const attn_layer *L, const attn_
                                                 attn__forward_shape *f, const attn__msg *m) {
     const attn_status IA = ATTN_ERR_INVALID_ARG;
     ATTN__CHECKF(m, L != NULL && md != NULL, IA, "%s is NULL", L ? "md" : "layer");
-    ATTN__TRYF(m, attn_params_check(&L->params), "layer->params");
+    const attn_params *lp = &L->params;
+    ATTN__CHECKF(m, attn_params_check(lp) == ATTN_OK, IA,
+                 "layer->params (attn_params_check): num_heads = %d, num_kv_heads = %d, "
+                 "head_size = %d, scale = %g, sliding_window = %d, logits_soft_cap = %g%s%s",
+                 lp->num_heads, lp->num_kv_heads, lp->head_size, (double)lp->scale,
+                 lp->sliding_window, (double)lp->logits_soft_cap,
+                 lp->alibi_slopes ? ", alibi_slopes set" : "", lp->sinks ? ", sinks set" : "");
     ATTN__CHECKF(m, md->num_prefills >= 0 && md->num_prefill_tokens >= 0 &&
                      md->num_decode_tokens >= 0, IA,
                  "a negative count: num_prefills = %d, num_prefill_tokens = %d, "
@@ -4137,6 +4289,153 @@ ATTN__PRIVATE attn_status attn__forward_rows(const attn_params *p, attn_rows r, 
     return ATTN_OK;
 }
 
+/* The first entry of row[0, n) (ids >= 0) whose id an earlier entry has, or -1. bits: a zeroed
+   bitmap of ATTN__ID_WINDOW ids, zeroed again on return; ids are taken a window at a time, so
+   nothing is allocated and a row whose ids share a window is read twice. */
+ATTN__PRIVATE int attn__row_repeat(const int32_t *row, int n, uint32_t *bits) {
+    int64_t base = 0;
+    int found = -1;
+    for (int i = 0; i < n; i++) base = i ? ATTN__MIN(base, row[i]) : row[i];
+    while (n > 0 && found < 0) {
+        int64_t next = ATTN__INT64_MAX;
+        for (int i = 0; i < n && found < 0; i++) {
+            int64_t d = row[i] - base;
+            if (d >= ATTN__ID_WINDOW) next = ATTN__MIN(next, row[i]);
+            if (d < 0 || d >= ATTN__ID_WINDOW) continue;
+            if (bits[d >> 5] & (1u << (d & 31))) found = i;
+            bits[d >> 5] |= 1u << (d & 31);
+        }
+        for (int i = 0; i < n; i++) {  /* clear what this window set */
+            int64_t d = row[i] - base;
+            if (d >= 0 && d < ATTN__ID_WINDOW) bits[d >> 5] &= ~(1u << (d & 31));
+        }
+        if (next == ATTN__INT64_MAX) break;
+        base = next;
+    }
+    return found;
+}
+
+/* The first index below n of id in row (attn__row_repeat's earlier entry). */
+ATTN__PRIVATE int attn__row_find(const int32_t *row, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (row[i] == id) return i;
+    return n;
+}
+
+/* exec as attn__call_resolve checks it, each refusal with its field and value. */
+ATTN__PRIVATE attn_status attn__forward_exec_check(const attn_exec *exec, int onednn,
+                                                   const attn__msg *m) {
+    if (!exec) return ATTN_OK;
+    ATTN__CHECKF(m, exec->num_threads >= 0, ATTN_ERR_INVALID_ARG, "exec->num_threads = %d",
+                 exec->num_threads);
+    ATTN__CHECKF(m, (int)exec->isa >= 0 && exec->isa < ATTN_ISA_COUNT, ATTN_ERR_INVALID_ARG,
+                 "exec->isa = %d is not an attn_isa", (int)exec->isa);
+    ATTN__CHECKF(m, onednn || exec->gemm == ATTN_GEMM_NATIVE || exec->gemm == ATTN_GEMM_ONEDNN,
+                 ATTN_ERR_INVALID_ARG, "exec->gemm = %d is not an attn_gemm", (int)exec->gemm);
+    ATTN__CHECKF(m, attn_isa_supported(exec->isa), ATTN_ERR_UNSUPPORTED,
+                 "exec->isa = %s, which this CPU or build lacks (attn_cpu_features: %s)",
+                 attn_isa_name(exec->isa), attn_cpu_features());
+    return ATTN_OK;
+}
+
+/* The cache against the layer (and md->pool), with messages, before the kernels' own checks
+   (which say only "invalid argument"). */
+ATTN__PRIVATE attn_status attn__forward_cache_check(const attn_params *p, const attn_metadata *md,
+                                                    const attn_kv_cache *c, const attn__msg *m) {
+    const attn_block_pool *pool = md->pool;
+    if (!c) return ATTN_OK;
+    ATTN__CHECKF(m, attn__kv_cache_ok(c), ATTN_ERR_INVALID_ARG,
+                 "cache is not a valid attn_kv_cache (key %s, value %s, num_blocks = %d, "
+                 "block_size = %d, num_kv_heads = %d, head_size = %d, dtype = %d, k_scale = %g, "
+                 "v_scale = %g)", c->key ? "set" : "NULL", c->value ? "set" : "NULL",
+                 c->num_blocks, c->block_size, c->num_kv_heads, c->head_size, (int)c->dtype,
+                 (double)c->k_scale, (double)c->v_scale);
+    ATTN__CHECKF(m, c->num_kv_heads == p->num_kv_heads && c->head_size == p->head_size,
+                 ATTN_ERR_INVALID_ARG, "cache num_kv_heads %d, head_size %d but the layer's "
+                 "num_kv_heads %d, head_size %d", c->num_kv_heads, c->head_size,
+                 p->num_kv_heads, p->head_size);
+    if (!pool) return ATTN_OK;
+    ATTN__CHECKF(m, attn__pool_ok(pool), ATTN_ERR_INVALID_ARG,
+                 "md->pool is not an initialised attn_block_pool");
+    ATTN__CHECKF(m, pool->block_size == c->block_size, ATTN_ERR_INVALID_ARG,
+                 "cache block_size %d but the pool's block_size %d", c->block_size,
+                 pool->block_size);
+    ATTN__CHECKF(m, pool->num_blocks <= c->num_blocks, ATTN_ERR_INVALID_ARG,
+                 "the pool has %d blocks but the cache only %d", pool->num_blocks,
+                 c->num_blocks);
+    return ATTN_OK;
+}
+
+/* Each row the step reads: with use 0 its blocks inside the row and the cache (before the
+   kernels' checks, which carry no message); with use 1 (after the slots' consistency, which
+   names a wrong row stride better) in use in md->pool when given, and no block twice (a row
+   that names one twice, or a freed one, reads another sequence's keys). s runs over the
+   prefills that read the cache, then the decodes. */
+ATTN__PRIVATE attn_status attn__forward_tables_check(const attn_metadata *md,
+                                                     const attn__forward_shape *f,
+                                                     const attn_kv_cache *c, int use,
+                                                     const attn__msg *m) {
+    uint32_t bits[ATTN__ID_WINDOW / 32];
+    const char *tname = f->cross ? "cross_block_tables" : "block_tables";
+    const char *lname = f->cross ? "encoder_seq_lens" : "seq_lens";
+    const char *mname = f->cross ? "max_cross_blocks_per_seq" : "max_blocks_per_seq";
+    int first = f->paged_prefill ? 0 : f->prefills, n = f->prefills + f->decodes;
+    if (!c || !f->tables || first >= n) return ATTN_OK;
+    ATTN__CHECKF(m, f->max_blocks >= 0, ATTN_ERR_INVALID_ARG, "%s = %d", mname, f->max_blocks);
+    memset(bits, 0, sizeof bits);
+    for (int s = first; s < n; s++) {
+        int32_t len = s < f->prefills ? f->prefill_lens[s] : f->decode_lens[s - f->prefills];
+        int64_t blocks = ((int64_t)len + c->block_size - 1) / c->block_size;
+        const int32_t *row = f->tables + (size_t)s * (size_t)f->max_blocks;
+        ATTN__CHECKF(m, len >= 0, ATTN_ERR_INVALID_ARG, "%s[%d] = %d", lname, s, len);
+        ATTN__CHECKF(m, blocks <= f->max_blocks, ATTN_ERR_OUT_OF_RANGE,
+                     "%s[%d] = %d needs %lld blocks of %d but %s = %d", lname, s, len,
+                     (long long)blocks, c->block_size, mname, f->max_blocks);
+        for (int b = 0; b < (int)blocks; b++) {
+            ATTN__CHECKF(m, row[b] >= 0 && row[b] < c->num_blocks, ATTN_ERR_OUT_OF_RANGE,
+                         "%s[%d][%d] = %d is outside the cache (num_blocks = %d)", tname, s, b,
+                         row[b], c->num_blocks);
+            ATTN__CHECKF(m, !use || !md->pool || f->cross ||
+                             (row[b] < md->pool->num_blocks && md->pool->refcount[row[b]] > 0),
+                         ATTN_ERR_INVALID_ARG, "%s[%d][%d] = %d is not a block in use in "
+                         "md->pool (freed, or the pool re-initialised)", tname, s, b, row[b]);
+        }
+        if (!use) continue;
+        int rep = attn__row_repeat(row, (int)blocks, bits);
+        ATTN__CHECKF(m, rep < 0, ATTN_ERR_INVALID_ARG,
+                     "%s[%d] names block %d twice (entries %d and %d)", tname, s,
+                     rep < 0 ? 0 : row[rep], rep < 0 ? 0 : attn__row_find(row, rep, row[rep]),
+                     rep);
+    }
+    return ATTN_OK;
+}
+
+/* Rows the step writes or reads that are NULL, and a step that reads the cache without slots
+   to write its new tokens (allowed for a profiling run only). */
+ATTN__PRIVATE attn_status attn__forward_data_check(const attn_metadata *md,
+                                                   const attn__forward_shape *f, attn_rows query,
+                                                   attn_rows key, attn_rows value, attn_rows out,
+                                                   const attn_kv_cache *c, const attn__msg *m) {
+    int reads = f->decodes > 0 || (f->paged_prefill && f->prefills > 0);
+    ATTN__CHECKF(m, f->cross || !c || !reads || md->slot_mapping || md->profile_run,
+                 ATTN_ERR_INVALID_ARG, "slot_mapping is NULL on a step that reads the cache: "
+                 "its new tokens would not be written (set md->profile_run = 1 for a profiling "
+                 "run)");
+    if (f->slots && f->write_tokens > 0)
+        ATTN__CHECKF(m, key.data && value.data, ATTN_ERR_INVALID_ARG,
+                     "%s.data is NULL but %s gives %d tokens to write", key.data ? "value" : "key",
+                     f->cross ? "cross_slot_mapping" : "slot_mapping", f->write_tokens);
+    if (f->prefill_tokens > 0 || f->decodes > 0)
+        ATTN__CHECKF(m, query.data && out.data, ATTN_ERR_INVALID_ARG,
+                     "%s.data is NULL with %d prefill and %d decode tokens",
+                     query.data ? "out" : "query", f->prefill_tokens, f->decodes);
+    if (!f->paged_prefill && f->prefill_tokens > 0)  /* the prefills read their own rows */
+        ATTN__CHECKF(m, key.data && value.data, ATTN_ERR_INVALID_ARG,
+                     "%s.data is NULL but the prefills read their keys and values from the rows",
+                     key.data ? "value" : "key");
+    return ATTN_OK;
+}
+
 /* After the kernels' checks, before anything is written: the copy-on-write pairs, and every
    slot against its range and (self-attention with block tables) against its position's entry
    in the block tables. */
@@ -4234,6 +4533,30 @@ ATTNDEF size_t attn_forward_workspace_size(const attn_layer *layer, const attn_m
     return attn__forward_ws_layout(&c, layer, md, &f, NULL, NULL, NULL);
 }
 
+ATTNDEF size_t attn_forward_workspace_bound(const attn_layer *layer, int max_seqs, int max_tokens,
+                                            int64_t max_context, const attn_exec *exec) {
+    attn__call c;
+    if (!layer || attn_params_check(&layer->params) != ATTN_OK) return 0;
+    if (max_seqs < 1 || max_tokens < 1 || max_context < 1 || max_context > ATTN__INT_MAX ||
+        (exec && exec->num_threads < 0)) return 0;
+    attn__call_of(exec, layer->backend == ATTN_BACKEND_IPEX, &c);
+    /* every sequence of a step has a new token: at most n prefills, or n decodes */
+    int n = ATTN__MIN(max_seqs, max_tokens);
+    int tiles = attn__value_cache_tiles(&c, layer->params.head_size, max_context);
+    size_t bound = attn__align_up(attn__prefill_ws_layout(&c, &layer->params, n, tiles, NULL,
+                                                          NULL));
+    /* the decode part grows with the decodes' partitions, each as long as the longest
+       context; one sequence holding all of them, plus the per-sequence offsets of n */
+    int64_t parts = (max_context + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
+    if (parts * n > ATTN__INT_MAX / ATTN_PARTITION_TOKENS) return 0;
+    int32_t all[1];
+    all[0] = (int32_t)(parts * n * ATTN_PARTITION_TOKENS);
+    size_t dec = attn__decode_ws_layout(&layer->params, &c, all, 1, NULL, NULL);
+    size_t offsets = attn__align_up(sizeof(int64_t) * ((size_t)n + 1));
+    if (dec > ATTN__SIZE_MAX / 2 - bound - offsets) return 0;
+    return bound + dec + offsets;
+}
+
 typedef struct attn__forward_run {
     const attn__kernels *k;
     const attn__prefill_plan *prefill; int prefill_items;
@@ -4266,6 +4589,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         msg.buf[0] = '\0';
     }
     ATTN__TRY(attn__forward_resolve(layer, md, key, cache, &f, m));
+    ATTN__TRY(attn__forward_exec_check(exec, layer->backend == ATTN_BACKEND_IPEX, m));
     ATTN__TRYF(m, attn__call_resolve(exec, layer->backend == ATTN_BACKEND_IPEX, &c), "exec");
     const attn_params *p = &layer->params;
     int64_t width = (int64_t)p->num_heads * p->head_size;
@@ -4282,6 +4606,9 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__CHECKF(m, ws != NULL && ws_bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL,
                  "ws_bytes = %llu but attn_forward_workspace_size gives %llu%s",
                  (unsigned long long)ws_bytes, (unsigned long long)need, ws ? "" : " (ws is NULL)");
+    ATTN__TRY(attn__forward_cache_check(p, md, cache, m));
+    ATTN__TRY(attn__forward_tables_check(md, &f, cache, 0, m));
+    ATTN__TRY(attn__forward_data_check(md, &f, query, key, value, out, cache, m));
     /* the prefills: over the new rows, or (paged) over the cache */
     memset(&a, 0, sizeof a);
     a.params = p; a.q = query; a.out = out; a.k = key; a.v = value;
@@ -4292,18 +4619,18 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     ATTN__TRYF(m, attn__prefill_check(&a),
                "the prefills (cache geometry, block tables, rows and their data)");
     ATTN__TRYF(m, attn__prefill_plan_fill(&pre, &c, &a, &pre_items), "the prefills' plan");
+    int64_t work = attn__args_work(&a) + (int64_t)f.write_tokens * kv_width * 2;
     if (f.decodes) {  /* one query row each, after the prefill tokens */
         size_t qsz = attn_dtype_size(query.dtype), osz = attn_dtype_size(out.dtype);
         int64_t q_row = query.stride ? query.stride : width;
         int64_t o_row = out.stride ? out.stride : width;
         memset(&a, 0, sizeof a);
-        ATTN__CHECK(query.data && out.data, ATTN_ERR_INVALID_ARG);
-        a.params = p; a.q = query; a.out = out; a.cache = cache;
-        a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
-        a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
         ATTN__CHECKF(m, query.data && out.data, ATTN_ERR_INVALID_ARG,
                      "%s.data is NULL with num_decode_tokens = %d", query.data ? "out" : "query",
                      f.decodes);
+        a.params = p; a.q = query; a.out = out; a.cache = cache;
+        a.q.data = (char *)query.data + (size_t)(f.prefill_tokens * q_row) * qsz;
+        a.out.data = (char *)out.data + (size_t)(f.prefill_tokens * o_row) * osz;
         /* NULL tables stay NULL (the decode check refuses them; no offset from NULL) */
         a.tables = f.tables && f.max_blocks >= 0 ? f.tables + (size_t)f.prefills * f.max_blocks
                    : f.tables;  /* a negative row stride is refused by the decode check */
@@ -4311,11 +4638,14 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
         a.seq_lens = f.decode_lens; a.num_seqs = f.decodes; a.version = ATTN_PAGED_V1;
         ATTN__TRYF(m, attn__decode_check(&a), "the decodes (cache geometry, block tables, rows)");
         ATTN__TRYF(m, attn__decode_plan_fill(&dec, &c, &a), "the decodes' plan");
+        work += attn__args_work(&a);
     }
+    c.work = work;
     /* decode items are decodes x spans, and spans <= Hk */
     ATTN__CHECKF(m, pre_items + (int64_t)f.decodes * p->num_kv_heads <= 0x7fffffff,
                  ATTN_ERR_INVALID_ARG, "the step has more than 2^31 - 1 work items");
     ATTN__TRY(attn__forward_consistency(md, &f, cache, m));
+    ATTN__TRY(attn__forward_tables_check(md, &f, cache, 1, m));
     if (f.slots)
         ATTN__TRYF(m, attn__write_kv_check(cache, key, value, f.slots, f.write_tokens),
                    "writing the new K/V (cache, key and value rows)");
@@ -4370,8 +4700,20 @@ ATTNDEF size_t attn_batch_bytes(int max_seqs, int max_tokens, int max_blocks_per
 ATTNDEF attn_status attn_batch_init(attn_batch *batch, int max_seqs, int max_tokens,
                                     int max_blocks_per_seq, void *mem, size_t bytes) {
     size_t need = attn_batch_bytes(max_seqs, max_tokens, max_blocks_per_seq);
-    ATTN__CHECK(batch != NULL && mem != NULL && need != 0, ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    attn__msg msg = {NULL, 0}, *m = &msg;
+    ATTN__CHECK(batch != NULL, ATTN_ERR_INVALID_ARG);
+    msg.buf = batch->error_msg; msg.bytes = sizeof batch->error_msg;
+    msg.buf[0] = '\0';
+    ATTN__CHECKF(m, mem != NULL, ATTN_ERR_INVALID_ARG, "mem is NULL");
+    ATTN__CHECKF(m, max_seqs >= 1 && max_tokens >= 1 && max_blocks_per_seq >= 1,
+                 ATTN_ERR_INVALID_ARG, "max_seqs = %d, max_tokens = %d, max_blocks_per_seq = %d: "
+                 "each must be >= 1", max_seqs, max_tokens, max_blocks_per_seq);
+    ATTN__CHECKF(m, need != 0, ATTN_ERR_INVALID_ARG,
+                 "max_seqs = %d, max_tokens = %d, max_blocks_per_seq = %d: the size overflows",
+                 max_seqs, max_tokens, max_blocks_per_seq);
+    ATTN__CHECKF(m, bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                 "bytes = %llu but attn_batch_bytes gives %llu", (unsigned long long)bytes,
+                 (unsigned long long)need);
     char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
     memset(batch, 0, sizeof *batch);
     batch->max_seqs = max_seqs; batch->max_tokens = max_tokens;
@@ -4381,10 +4723,40 @@ ATTNDEF attn_status attn_batch_init(attn_batch *batch, int max_seqs, int max_tok
     return ATTN_OK;
 }
 
+/* Sequence i of a step as the caller sees it: its length what the caller expects, and every
+   entry of its table a block in use, named once (a table that lists a freed block, or one
+   twice, would read another sequence's keys). bits: attn__row_repeat's zeroed bitmap. */
+ATTN__PRIVATE attn_status attn__batch_seq_check(const attn_block_pool *pool, const attn_seq *q,
+                                                int i, const int64_t *expect_len, uint32_t *bits,
+                                                const attn__msg *m) {
+    ATTN__CHECKF(m, !expect_len || q->len == expect_len[i], ATTN_ERR_INVALID_ARG,
+                 "seqs[%d]->len = %lld but expect_len[%d] = %lld (released, built twice for "
+                 "one step, or appended to outside the builder?)", i, (long long)q->len, i,
+                 expect_len ? (long long)expect_len[i] : 0LL);
+    for (int j = 0; j < q->num_blocks; j++)
+        ATTN__CHECKF(m, attn__seq_ids_live(pool, q, j, j + 1), ATTN_ERR_INVALID_ARG,
+                     "seqs[%d]->block_table[%d] = %d is not a block in use in the pool (freed, "
+                     "or the pool re-initialised)", i, j, q->block_table[j]);
+    int rep = attn__row_repeat(q->block_table, q->num_blocks, bits);
+    ATTN__CHECKF(m, rep < 0, ATTN_ERR_INVALID_ARG,
+                 "seqs[%d]->block_table names block %d twice (entries %d and %d)", i,
+                 rep < 0 ? 0 : q->block_table[rep], rep < 0 ? 0 :
+                 attn__row_find(q->block_table, rep, q->block_table[rep]), rep);
+    return ATTN_OK;
+}
+
 ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
                                      attn_seq *const *seqs, const int32_t *num_new, int n,
                                      attn_metadata *md) {
+    return attn_batch_build_checked(batch, pool, seqs, NULL, num_new, n, md);
+}
+
+ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool *pool,
+                                             attn_seq *const *seqs, const int64_t *expect_len,
+                                             const int32_t *num_new, int n, attn_metadata *md) {
     const attn_status IA = ATTN_ERR_INVALID_ARG, OOR = ATTN_ERR_OUT_OF_RANGE;
+    const attn_status CAP = ATTN_ERR_CAPACITY;
+    uint32_t bits[ATTN__ID_WINDOW / 32];
     attn__msg msg = {NULL, 0}, *m = &msg;
     ATTN__CHECK(batch != NULL, IA);
     msg.buf = batch->error_msg; msg.bytes = sizeof batch->error_msg;
@@ -4398,8 +4770,9 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
     ATTN__CHECKF(m, attn__pool_ok(pool), IA, "pool is NULL or not initialised");
     ATTN__CHECKF(m, n >= 0 && (n == 0 || (seqs != NULL && num_new != NULL)), IA,
                  "n = %d with seqs or num_new NULL", n);
-    ATTN__CHECKF(m, n <= batch->max_seqs, OOR, "n = %d sequences but the batch's max_seqs = %d",
+    ATTN__CHECKF(m, n <= batch->max_seqs, CAP, "n = %d sequences but the batch's max_seqs = %d",
                  n, batch->max_seqs);
+    memset(bits, 0, sizeof bits);
     int bs = pool->block_size, mb = batch->max_blocks_per_seq;
     int64_t tokens = 0, need = 0, *last_cow = batch->blocks_to_copy;  /* scratch until step 2 */
     for (int i = 0; i < n; i++) {
@@ -4412,6 +4785,7 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
         ATTN__CHECKF(m, num_new[i] >= 1, IA,
                      "num_new[%d] = %d: a sequence of the step has at least one new token", i,
                      num_new[i]);
+        ATTN__TRY(attn__batch_seq_check(pool, q, i, expect_len, bits, m));
         for (int j = 0; j < i; j++)
             ATTN__CHECKF(m, seqs[j] != q && (seqs[j]->block_table != q->block_table ||
                                              q->max_blocks == 0),
@@ -4424,11 +4798,11 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
         ATTN__CHECKF(m, nb <= q->max_blocks, OOR,
                      "seqs[%d] needs %lld blocks for %lld tokens but its table has max_blocks = "
                      "%d", i, (long long)nb, (long long)(q->len + num_new[i]), q->max_blocks);
-        ATTN__CHECKF(m, nb <= mb, OOR,
+        ATTN__CHECKF(m, nb <= mb, CAP,
                      "seqs[%d] needs %lld blocks but the batch's max_blocks_per_seq = %d", i,
                      (long long)nb, mb);
         tokens += num_new[i];
-        ATTN__CHECKF(m, tokens <= batch->max_tokens, OOR,
+        ATTN__CHECKF(m, tokens <= batch->max_tokens, CAP,
                      "the step has more than the batch's max_tokens = %d new tokens (at seqs[%d])",
                      batch->max_tokens, i);
         need += nb - q->num_blocks;
@@ -4490,6 +4864,7 @@ ATTNDEF attn_status attn_batch_build(attn_batch *batch, attn_block_pool *pool,
     md->num_blocks_to_copy = ncow;
     md->num_seqs = n;
     md->num_tokens = (int)t;
+    md->pool = pool;
     return ATTN_OK;
 }
 #endif /* ATTN_IMPLEMENTATION_INCLUDED */

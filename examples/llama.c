@@ -22,7 +22,8 @@
    - at the end: prefill and decode tokens/s, time in attention vs the rest, peak KV blocks in use,
      preemptions.
    The matmuls are plain C (OpenMP over blocks of output rows, four tokens per pass over a
-   weight row); they are not the point of this example.
+   weight row, on one thread while that is faster: see matmul_parallel); they are not the point
+   of this example.
 
    Build: cc -O2 -fopenmp -I. examples/llama.c -o llama -lm
    Usage: llama model.bin [-z tokenizer.bin] [-p PROMPT]... [-f PROMPTS_FILE] [--arrive 0,0,3]
@@ -30,7 +31,10 @@
                 [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
                 [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
                 [--system TEXT] [--ignore-eos] [--dump FILE] [-q]
-   Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes.
+   Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes. An id
+   outside the vocabulary, a prompt (with --system) that leaves no room to generate in seq_len,
+   or a line of -f longer than 4095 characters is refused with a message. Generation stops at
+   -m tokens or at an end token (BOS/EOS, ids 1 and 2); --ignore-eos keeps going to -m.
    --dump writes every sample's tokens and the logits that chose each generated token (text),
    for tests/llama_ref.c to check against a naive double-precision forward pass.
    With no arguments it builds a tiny random model in memory and serves prompts with chunking,
@@ -264,11 +268,31 @@ static void dot4(const float *w, const float *x, size_t stride, int nt, int K, f
                                    ((acc[t][4] + acc[t][5]) + (acc[t][6] + acc[t][7]));
 }
 
+/* Whether a matmul of `work` multiply-adds runs on the threads: not under 2^18 (over before they
+   start), else while the threads' seconds per multiply-add stay below one thread's. Both are
+   running means, each mode retried every 32nd call: where another process keeps a core busy, a
+   parallel region waits for the thread that shares it (milliseconds) and one thread is faster.
+   The result is the same either way (rows are split, not sums). */
+static double g_mm_rate[2];  /* seconds per multiply-add: [0] one thread, [1] the threads */
+static long g_mm_calls;
+static int matmul_parallel(double work) {
+#ifdef _OPENMP
+    if (work < 262144.0 || omp_get_max_threads() < 2) return 0;
+#else
+    (void)work;
+    return 0;
+#endif
+    long c = g_mm_calls++;
+    if (c % 32 == 0 || c % 32 == 16) return c % 32 == 16;  /* the retries */
+    return g_mm_rate[0] == 0.0 || g_mm_rate[1] == 0.0 || g_mm_rate[1] < g_mm_rate[0];
+}
+
 static void matmul(float *y, const float *x, const float *w, int T, int K, int N) {
     int nblocks = (N + 15) / 16;
-    /* threads only for at least 2^18 multiply-adds: a smaller one is over before they start */
+    double work = (double)T * K * N, t0 = now_s();
+    int par = matmul_parallel(work);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((double)T * K * N >= 262144.0)
+#pragma omp parallel for schedule(static) if (par)
 #endif
     for (int b = 0; b < nblocks; b++) {
         int n1 = b * 16 + 16 < N ? b * 16 + 16 : N;
@@ -278,6 +302,10 @@ static void matmul(float *y, const float *x, const float *w, int T, int K, int N
                 dot4(w + (size_t)n * (size_t)K, x + (size_t)t * (size_t)K, (size_t)K, nt, K,
                      y + (size_t)t * (size_t)N + (size_t)n, (size_t)N);
         }
+    }
+    if (work >= 262144.0) {
+        double r = (now_s() - t0) / work;
+        g_mm_rate[par] = g_mm_rate[par] == 0.0 ? r : 0.9 * g_mm_rate[par] + 0.1 * r;
     }
 }
 
@@ -891,10 +919,14 @@ static void print_stats(const model *m, const options *o, const stats *st, int n
     printf("served %d prompts x %d samples in %d steps, %.3f s (%d thread%s, KV %s, block size %d, "
            "chunk %d)\n", np, o->n_samples, st->steps, st->t_total, o->threads,
            o->threads == 1 ? "" : "s", attn_dtype_name(o->kv), o->block_size, o->chunk);
-    printf("  prefill %ld tokens at %.1f tok/s, decode %ld tokens at %.1f tok/s (step time "
-           "split by tokens), %ld generated\n", st->prefill_tokens,
-           st->t_prefill > 0 ? st->prefill_tokens / st->t_prefill : 0.0, st->decode_tokens,
-           st->t_decode > 0 ? st->decode_tokens / st->t_decode : 0.0, st->generated);
+    printf("  tokens through the model: %ld in prefill chunks (%.1f tok/s%s) + %ld in one-token "
+           "steps (decodes, %.1f tok/s) = %ld (step time split by tokens)\n", st->prefill_tokens,
+           st->t_prefill > 0 ? st->prefill_tokens / st->t_prefill : 0.0,
+           st->system_tokens ? ", the system prompt's included" : "", st->decode_tokens,
+           st->t_decode > 0 ? st->decode_tokens / st->t_decode : 0.0,
+           st->prefill_tokens + st->decode_tokens);
+    printf("  tokens sampled: %ld for %d samples (at most -m %d each; an end token stops one "
+           "sooner unless --ignore-eos)\n", st->generated, np * o->n_samples, o->max_new);
     printf("  attention %.3f s (%.1f%%), the rest %.3f s; peak KV blocks in use %d of %d "
            "(%d layers); preemptions %d; forks %d, copy-on-write copies %d%s\n", st->t_attn,
            st->t_total > 0 ? 100.0 * st->t_attn / st->t_total : 0.0, rest, st->peak_blocks,
@@ -926,13 +958,21 @@ static int parse_dtype(const char *s, attn_dtype *d) {
 }
 
 /* Token ids for a prompt: the tokenizer's, else a string of numbers as ids, else BOS + bytes. */
+/* -1 (with a message) for an id outside the vocabulary. */
 static int to_tokens(const tokenizer *t, const model *m, const char *p, int *out) {
     if (t) return tok_encode(t, p, out);
     int n = 0, numeric = strspn(p, "0123456789 ,") == strlen(p) && strpbrk(p, "0123456789");
     if (numeric) {
         for (const char *c = p; *c;) {
-            if (*c >= '0' && *c <= '9') { out[n++] = (int)(strtol(c, (char **)&c, 10) % m->vocab); }
-            else c++;
+            if (*c >= '0' && *c <= '9') {
+                long id = strtol(c, (char **)&c, 10);
+                if (id >= m->vocab) {
+                    fprintf(stderr, "prompt \"%s\": token id %ld is outside the vocabulary "
+                            "(0 .. %d)\n", p, id, m->vocab - 1);
+                    return -1;
+                }
+                out[n++] = (int)id;
+            } else c++;
         }
         return n;
     }
@@ -1089,7 +1129,15 @@ static int run(int argc, char **argv) {
             return 1;
         }
         char line[4096];
+        int line_no = 0;
         while (fgets(line, sizeof line, f)) {
+            line_no++;
+            if (!strchr(line, '\n') && !feof(f)) {
+                fprintf(stderr, "%s: line %d is longer than %d characters\n", file, line_no,
+                        (int)sizeof line - 1);
+                fclose(f);
+                return 1;
+            }
             line[strcspn(line, "\r\n")] = '\0';
             if (!line[0]) continue;
             lines = (char **)realloc(lines, sizeof(char *) * (size_t)(nlines + 1));
@@ -1112,6 +1160,7 @@ static int run(int argc, char **argv) {
     for (int i = 0; i < n_all; i++) {
         ptok[i] = (int *)xmalloc(sizeof(int) * (strlen(all[i]) + 3));
         plen[i] = to_tokens(t, &m, all[i], ptok[i]);
+        if (plen[i] < 0) return 1;
         if (plen[i] < 1) { ptok[i][0] = 1; plen[i] = 1; }
         if (system && plen[i] > 1 && ptok[i][0] == 1) {  /* BOS comes once, before the system */
             memmove(ptok[i], ptok[i] + 1, sizeof(int) * (size_t)--plen[i]);
@@ -1123,9 +1172,20 @@ static int run(int argc, char **argv) {
     if (system) {  /* its tokens, without the BOS a prompt starts with (that comes first) */
         sys_tok = (int *)xmalloc(sizeof(int) * (strlen(system) + 3));
         o.sys_len = to_tokens(t, &m, system, sys_tok);
+        if (o.sys_len < 0) return 1;
         if (o.sys_len > m.seq_len / 2) o.sys_len = m.seq_len / 2;
         o.sys_tok = sys_tok;
     }
+    for (int i = 0; i < n_all; i++)
+        if (o.sys_len + plen[i] >= m.seq_len) {
+            fprintf(stderr, "prompt %d: %d tokens (+ %d of the system prompt) leave no room to "
+                    "generate in the model's context (seq_len %d)\n", i, plen[i], o.sys_len,
+                    m.seq_len);
+            return 1;
+        }
+    printf("attn.h %s, ISA %s, %d thread%s, KV cache %s, %s\n", ATTN_VERSION_STRING,
+           attn_isa_name(attn_best_isa()), o.threads, o.threads == 1 ? "" : "s",
+           attn_dtype_name(o.kv), attn_cpu_features());
     if (dump_path && g_rank == 0) o.dump = fopen(dump_path, "w");  /* rank 0 has the logits */
     if (!all_ranks(!dump_path || g_rank != 0 || o.dump)) {
         fprintf(stderr, "cannot write %s\n", dump_path); return 1;

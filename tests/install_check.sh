@@ -1,14 +1,16 @@
 #!/bin/sh
-# install_check.sh B - the packaging as a user meets it: `make install` then a program built
-# with pkg-config's flags; CMake's find_package(attn) after `cmake --install`, and
-# add_subdirectory(). Each consumer includes <attn.h> and needs no library of ours.
+# install_check.sh B - the packaging as a user meets it: after `make install` and after `cmake
+# --install`, the header, attn.pc and the CMake package are all there (no path of this machine
+# in them), and a program builds with pkg-config's flags and with find_package(attn); an
+# installed tree moved to another prefix still serves both; add_subdirectory() too. Each
+# consumer includes <attn.h> and needs no library of ours.
 # Prints PASS/FAIL per check, SKIP where pkg-config or cmake is missing, and "N passed, N failed".
 B=$(mkdir -p "$1/install" && cd "$1/install" && pwd); root=$(cd "$(dirname "$0")/.." && pwd)
 p=0; f=0
-check() {  # name, command...
+check() {  # name, command...: 0 when it passed
     name=$1; shift
     if out=$("$@" 2>&1); then p=$((p + 1)); echo "PASS $name"
-    else f=$((f + 1)); echo "FAIL $name"; echo "$out" | tail -20; fi
+    else f=$((f + 1)); echo "FAIL $name"; echo "$out" | tail -20; return 1; fi
 }
 rm -rf "${B:?}"/*
 version=$(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' "$root/attn.h")
@@ -23,28 +25,42 @@ int main(void) {
 }
 END
 
-pc_build() {  # make install into a prefix, then build the consumer with pkg-config's flags
-    make -s -C "$root" install PREFIX="$B/prefix" || return 1
-    PKG_CONFIG_PATH=$B/prefix/share/pkgconfig; export PKG_CONFIG_PATH
-    pkg-config --exact-version="$version" attn || return 1
-    # shellcheck disable=SC2046
-    cc -std=c99 -Wall -Werror $(pkg-config --cflags attn) "$B/consumer.c" -o "$B/pc_consumer" \
-        $(pkg-config --libs attn) && "$B/pc_consumer"
+# The two ways to install, each into its own prefix.
+make_install() { make -s -C "$root" install PREFIX="$1"; }
+cmake_install() {
+    rm -rf "$B/attn-build"
+    cmake -S "$root" -B "$B/attn-build" -DATTN_BUILD_EXAMPLES=OFF -DCMAKE_INSTALL_PREFIX="$1" \
+        > /dev/null && cmake --install "$B/attn-build" > /dev/null
 }
-cmake_find_package() {  # cmake --install the project, then find_package(attn) from a consumer
-    mkdir -p "$B/fp"
-    cat > "$B/fp/CMakeLists.txt" <<END
+# The two ways to consume an installed prefix.
+pc_consumer() {  # prefix, tag: the consumer built with pkg-config's flags
+    PKG_CONFIG_PATH=$1/share/pkgconfig pkg-config --exact-version="$version" attn || return 1
+    # shellcheck disable=SC2046
+    cc -std=c99 -Wall -Werror $(PKG_CONFIG_PATH=$1/share/pkgconfig pkg-config --cflags attn) \
+        "$B/consumer.c" -o "$B/pc_$2" $(PKG_CONFIG_PATH=$1/share/pkgconfig pkg-config --libs attn) \
+        && "$B/pc_$2"
+}
+fp_consumer() {  # prefix, tag: find_package(attn) from a consumer's CMake project
+    rm -rf "$B/fp_$2" && mkdir -p "$B/fp_$2"
+    cat > "$B/fp_$2/CMakeLists.txt" <<END
 cmake_minimum_required(VERSION 3.14)
 project(consumer C)
 find_package(attn $version CONFIG REQUIRED)
 add_executable(consumer ../consumer.c)
 target_link_libraries(consumer PRIVATE attn::attn)
 END
-    cmake -S "$root" -B "$B/attn-build" -DATTN_BUILD_EXAMPLES=OFF \
-        -DCMAKE_INSTALL_PREFIX="$B/cmake-prefix" > /dev/null &&
-        cmake --install "$B/attn-build" > /dev/null &&
-        cmake -S "$B/fp" -B "$B/fp/build" -DCMAKE_PREFIX_PATH="$B/cmake-prefix" > /dev/null &&
-        cmake --build "$B/fp/build" > /dev/null && "$B/fp/build/consumer"
+    cmake -S "$B/fp_$2" -B "$B/fp_$2/build" -DCMAKE_PREFIX_PATH="$1" > /dev/null &&
+        cmake --build "$B/fp_$2/build" > /dev/null && "$B/fp_$2/build/consumer"
+}
+whole() {  # prefix: header, attn.pc and the package files, none naming a path of this machine
+    for f in include/attn.h share/pkgconfig/attn.pc share/cmake/attn/attnConfig.cmake \
+             share/cmake/attn/attnConfigVersion.cmake; do
+        [ -f "$1/$f" ] || { echo "missing $f"; return 1; }
+    done
+    if grep -rl -e "$1" -e "$B" -e "libm\." "$1/share"; then echo "a path in the files above"; return 1; fi
+}
+moved() {  # installer, consumer: install, move the tree to another prefix, consume it there
+    rm -rf "$B/p_a" "$B/p_b" && "$1" "$B/p_a" && mv "$B/p_a" "$B/p_b" && "$2" "$B/p_b" moved_$1_$2
 }
 cmake_subdirectory() {  # the project as a subdirectory of a consumer's
     mkdir -p "$B/sub"
@@ -59,13 +75,19 @@ END
         "$B/sub/build/consumer"
 }
 
-if command -v pkg-config > /dev/null 2>&1; then check make_install_and_pkg_config pc_build
-else echo "SKIP make_install_and_pkg_config: no pkg-config"; fi
-if command -v cmake > /dev/null 2>&1; then
-    check cmake_install_and_find_package cmake_find_package
-    check cmake_add_subdirectory cmake_subdirectory
-else
-    echo "SKIP cmake checks: no cmake"
-fi
+have_pc=$(command -v pkg-config); have_cmake=$(command -v cmake)
+[ -n "$have_pc" ] || echo "SKIP the pkg-config consumers: no pkg-config"
+[ -n "$have_cmake" ] || echo "SKIP cmake_install and the find_package consumers: no cmake"
+for inst in make_install cmake_install; do
+    [ "$inst" = make_install ] || [ -n "$have_cmake" ] || continue
+    rm -rf "$B/pre_$inst"
+    check "$inst" "$inst" "$B/pre_$inst" || continue
+    check "${inst}_files" whole "$B/pre_$inst"
+    [ -z "$have_pc" ] || check "${inst}_then_pkg_config" pc_consumer "$B/pre_$inst" "$inst"
+    [ -z "$have_cmake" ] || check "${inst}_then_find_package" fp_consumer "$B/pre_$inst" "$inst"
+    [ -z "$have_pc" ] || check "${inst}_moved_then_pkg_config" moved "$inst" pc_consumer
+    [ -z "$have_cmake" ] || check "${inst}_moved_then_find_package" moved "$inst" fp_consumer
+done
+[ -z "$have_cmake" ] || check cmake_add_subdirectory cmake_subdirectory
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

@@ -500,6 +500,69 @@ TEST(bias_builders_reject_bad_input) {
     for (int i = 0; i < 4; i++) CHECK_NEAR(buf[i], 7.0, 0.0);
 }
 
+/* A pool that records what the driver asked of it. */
+typedef struct tc_rec_pool { int calls, last_threads; } tc_rec_pool;
+static void tc_rec_pool_for(void *pool, int num_items, int num_threads, attn_task_fn *task,
+                            void *ctx) {
+    tc_rec_pool *p = (tc_rec_pool *)pool;
+    p->calls++;
+    p->last_threads = num_threads;
+    for (int i = 0; i < num_items; i++) task(ctx, i, i % num_threads);
+}
+
+/* Below the call's serial work the items run on the calling thread (thread 0, no pool, no
+   parallel region); from it on, on no more threads than items. */
+TEST(threading_driver_runs_small_calls_serially) {
+    static int count[64];
+    tc_rec_pool pool = {0, 0};
+    attn_exec e = tu_exec(ATTN_ISA_AUTO, 8);
+    e.parallel_for = tc_rec_pool_for; e.pool = &pool;
+    attn__call c;
+    attn__call_of(&e, 0, &c);
+    CHECK(c.work == ATTN__WORK_UNKNOWN && c.serial_work == ATTN_SERIAL_WORK);
+    c.serial_work = 1000;
+    tc_visit v;
+    memset(count, 0, sizeof count);
+    v.count = count; v.threads = 1; v.bad_thread = 0;   /* thread 0 only */
+    c.work = 999;
+    CHECK_EQ_INT(attn__run_threads(&c, 64), 1);
+    attn__run_items(&c, 64, tc_visit_task, &v);
+    CHECK_EQ_INT(pool.calls, 0);
+    CHECK(!v.bad_thread);
+    for (int i = 0; i < 64; i++) CHECK_EQ_INT(count[i], 1);
+    c.work = 1000;
+    CHECK_EQ_INT(attn__run_threads(&c, 64), 8);
+    CHECK_EQ_INT(attn__run_threads(&c, 3), 3);   /* never more threads than items */
+    v.threads = 3;
+    attn__run_items(&c, 3, tc_visit_task, &v);
+    CHECK_EQ_INT(pool.calls, 1);
+    CHECK_EQ_INT(pool.last_threads, 3);
+    CHECK(!v.bad_thread);
+    attn__call_of(NULL, 0, &c);   /* the same rule on OpenMP threads */
+    c.serial_work = 1000; c.work = 10; c.threads = 4;
+    CHECK_EQ_INT(attn__run_threads(&c, 100), 1);
+}
+
+/* The work estimate the driver compares: Q.K and P.V multiply-adds of the pairs each query
+   sees, counted here by hand. */
+TEST(work_estimate_counts_visible_pairs) {
+    CHECK_EQ_INT(attn__pairs_work(3, 5, 1, 0), 2 * (3 + 4 + 5));  /* causal, bottom-right */
+    CHECK_EQ_INT(attn__pairs_work(3, 5, 0, 0), 2 * 15);          /* every key */
+    CHECK_EQ_INT(attn__pairs_work(1, 700, 1, 0), 2 * 700);       /* a decode */
+    CHECK_EQ_INT(attn__pairs_work(1, 700, 1, 64), 2 * 64);       /* a window caps it */
+    attn_params p = {0};
+    p.num_heads = 4; p.num_kv_heads = 2; p.head_size = 8;
+    int32_t q_start[3] = {0, 2, 5}, lens[2] = {2, 10};
+    attn__args a;
+    memset(&a, 0, sizeof a);
+    a.params = &p; a.q_start = q_start; a.k_start = q_start; a.num_seqs = 2; a.causal = 1;
+    CHECK_EQ_INT(attn__args_work(&a), 2 * ((1 + 2) + (1 + 2 + 3)) * 4 * 8);
+    attn_kv_cache cache;
+    memset(&cache, 0, sizeof cache);
+    a.q_start = NULL; a.cache = &cache; a.seq_lens = lens;  /* decodes, over a cache */
+    CHECK_EQ_INT(attn__args_work(&a), 2 * (2 + 10) * 4 * 8);
+}
+
 #define TEST_CORE_LIST                                                                            \
     ATTN_TEST_ENTRY(status_strings_cover_every_code), ATTN_TEST_ENTRY(version_and_build_info),    \
     ATTN_TEST_ENTRY(dtype_sizes_and_names), ATTN_TEST_ENTRY(f16_decode_all_65536_codes),          \
@@ -513,6 +576,8 @@ TEST(bias_builders_reject_bad_input) {
     ATTN_TEST_ENTRY(convert_in_place_widening_and_narrowing),                                     \
     ATTN_TEST_ENTRY(isa_detection_and_forced_isa),                                                \
     ATTN_TEST_ENTRY(threading_driver_visits_every_item_once),                                     \
+    ATTN_TEST_ENTRY(threading_driver_runs_small_calls_serially),                                  \
+    ATTN_TEST_ENTRY(work_estimate_counts_visible_pairs),                                          \
     ATTN_TEST_ENTRY(params_check_rejects_each_bad_field),                                         \
     ATTN_TEST_ENTRY(alibi_slopes_match_formula_for_1_to_64_heads),                                \
     ATTN_TEST_ENTRY(bias_builders_match_reference),                                               \

@@ -100,6 +100,7 @@ TEST(fuzz_found_forward_negative_table_stride) {
     memset(&md, 0, sizeof md);
     md.num_prefills = 1; md.num_prefill_tokens = 1; md.num_decode_tokens = 1;
     md.seq_lens = seq_lens; md.query_start_loc = qsl; md.block_tables = tables;
+    md.profile_run = 1;  /* no slot_mapping on a step with a decode */
     attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, ro = {out, ATTN_F32, 0};
     attn_exec e = tu_exec(ATTN_ISA_AUTO, 2);  /* the workspace below fits two threads */
     static char ws[1 << 20];

@@ -6,6 +6,9 @@
 #ifdef ATTN_TEST_DECODE_TILES_ALL
 #define ATTN_DECODE_TILES   /* decode's logits on them for every query dtype from G = 4 */
 #endif
+/* every call on the threads it is given, however small: the suite's small shapes test the
+   parallel paths (test_core.c tests the serial threshold itself) */
+#define ATTN_SERIAL_WORK 0
 #include "../attn.h"
 #define ATTN_TEST_IMPLEMENTATION
 #include "attn_test.h"
@@ -20,6 +23,7 @@
 #include "test_paged_prefill.c"
 #include "test_forward.c"
 #include "test_serve.c"
+#include "test_misuse.c"
 #include "test_onednn.c"
 #include "test_guard.c"
 #include "test_determinism.c"
@@ -34,6 +38,7 @@ static const attn_test_entry all_tests[] = {
     TEST_PAGED_PREFILL_LIST,
     TEST_FORWARD_LIST,
     TEST_SERVE_LIST,
+    TEST_MISUSE_LIST,
     TEST_ONEDNN_LIST,
     TEST_GUARD_LIST,
     TEST_DETERMINISM_LIST,

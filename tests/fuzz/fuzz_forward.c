@@ -27,7 +27,8 @@ typedef struct fcase {
     int has_cache;
 } fcase;
 
-/* A block table [n][mb] whose first blocks (covering lens) are cache ids, the rest random. */
+/* A block table [n][mb] whose first blocks (covering lens) are distinct cache ids (while the
+   cache has enough; one row in eight names its first block twice), the rest random. */
 static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, int bs, int nb,
                           int *mb,
                           fz_expect *ex) {
@@ -40,10 +41,12 @@ static int32_t *gen_table(fz_in *in, uint64_t *rng, const int32_t *lens, int n, 
     size_t entries = (size_t)(n * *mb + n * 40 + 1);
     int32_t *t = (int32_t *)fz_alloc(sizeof(int32_t) * entries);
     for (size_t i = (size_t)(n * *mb); i < entries; i++) t[i] = (int32_t)fz_rand(rng);
-    for (int s = 0; s < n; s++)
+    for (int s = 0; s < n; s++) {
+        int32_t first = (int32_t)(fz_rand(rng) % (uint64_t)nb);
         for (int b = 0; b < *mb; b++)
-            t[s * *mb + b] = b * bs < lens[s] ? (int32_t)(fz_rand(rng) % (uint64_t)nb)
-                : (int32_t)fz_rand(rng);
+            t[s * *mb + b] = b * bs < lens[s] ? (first + b) % nb : (int32_t)fz_rand(rng);
+        if (*mb >= 2 && fz_rand(rng) % 8 == 0) t[s * *mb + 1] = t[s * *mb];
+    }
     if (fz_chance(in, 6) && n > 0 && *mb > 0)
         t[fz_int(in, 0, n - 1) * *mb + fz_int(in, 0, *mb - 1)] = fz_chance(in, 128) ? -1 : nb;
     (void)ex;
@@ -86,8 +89,11 @@ static void tables_model(const int32_t *t, int mb, const int32_t *lens, int n, i
         int blocks = (lens[s] + bs - 1) / bs;
         if (blocks > mb) { fz_bad(ex, ATTN_ERR_OUT_OF_RANGE); continue; }
         if (blocks > 0 && !t) { fz_bad(ex, ATTN_ERR_INVALID_ARG); continue; }
-        for (int b = 0; b < blocks; b++)
+        for (int b = 0; b < blocks; b++) {
             if (t[s * mb + b] < 0 || t[s * mb + b] >= nb) fz_bad(ex, ATTN_ERR_OUT_OF_RANGE);
+            for (int e = 0; e < b; e++)  /* a block named twice in the row it reads */
+                fz_bad_if(ex, t[s * mb + e] == t[s * mb + b], ATTN_ERR_INVALID_ARG);
+        }
     }
 }
 
@@ -406,6 +412,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_kv_cache *cache = c.has_cache ? &c.fc.c : NULL;
     gen_declared(&in, md, type);  /* read last: older corpus inputs keep their meaning */
     gen_copies(&in, &rng, md, c.copies, nb);
+    md->profile_run = md->slot_mapping == NULL && fz_chance(&in, 128);  /* read last, as above */
 
     /* ---- the model of the status ---- */
     {
@@ -446,6 +453,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (cache && md->slot_mapping) {
                     wslots = md->slot_mapping; write_n = (int)Tq + nD;
                 }
+                /* a step that reads the cache writes its new tokens, or says it is a profiling
+                   run */
+                fz_bad_if(&ex, cache && !md->slot_mapping && !md->profile_run &&
+                          (nD > 0 || (prefix && nP > 0)), ATTN_ERR_INVALID_ARG);
                 /* rows: queries and outputs over all tokens, keys and values for the prefills'
                    own attention (plain) and for the writes */
                 fz_bad_if(&ex, !rows_ok(&c.q, Tq + nD) ||
