@@ -1968,17 +1968,17 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
 }
 
 /* The next block of query heads a chunk of the decode kernels runs (the route's widths: how
-   many heads one call serves), with `left` heads of the KV head still to run, from the widths
-   the kernels compile for the rows' format (bits 1, 2, 4, 8: attn__kernels.decode_widths,
-   fewer for some formats): the widest that fits, except that three heads run as a block of
-   four and seven as one of eight, one padded head costing less than another pass over the rows
-   (its query is 0 and nothing reads its logits); else the narrowest there is, padded. So G = 1
-   and 2 run unpadded, 5 as 4 + 1, 6 as 4 + 2 (or 4 + 1 + 1), 16 as 8 + 8 where the pass has
-   eights. docs/PERF.md#decode-design has the measurements behind each width. */
-ATTN__PRIVATE int attn__decode_next_block(int left, int widths) {
-    if ((widths & 8) && left >= 7) return 8;
-    if ((widths & 4) && left >= 3) return 4;
-    if ((widths & 2) && left >= 2) return 2;
+   many heads one call serves), with `left` of the KV head's G heads still to run, from the
+   widths the kernels compile for the rows' format (bits 1, 2, 4, 8: attn__kernels.decode_widths,
+   fewer for some formats): eights for more than four heads left, else fours, for G > 2; for
+   G = 1 and 2 blocks of that many heads, or of one. A block's heads past G are padding (their
+   queries are 0 and nothing reads their logits): a pass over the rows for the last few heads
+   costs more than padded multiply-adds (G = 5 as 4 + 1: 0.65-0.87x 8 padded, and 6 as 4 + 2 or
+   4 + 1 + 1: 0.72-0.89x, docs/PERF.md#decode-design). */
+ATTN__PRIVATE int attn__decode_next_block(int G, int left, int widths) {
+    if ((widths & 8) && left > 4) return 8;
+    if ((widths & 4) && G > 2) return 4;
+    if ((widths & 2) && left == 2) return 2;
     if (widths & 1) return 1;
     return (widths & 2) ? 2 : 4;
 }
@@ -7338,7 +7338,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const int Dv = P->Dv, widths = ATTN__DECODE_WIDTHS &
                                    (ATTN__FN(attn__decode_fp8)(dt) ? ~0 : 1 | ATTN__HEAD_GROUP);
     for (int h = 0, hb; h < P->G; h += hb) {
-        hb = attn__decode_next_block(P->G - h, widths);
+        hb = attn__decode_next_block(P->G, P->G - h, widths);
         if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8) }
         else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4) }
         else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2) }
@@ -7365,7 +7365,7 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__d
         const uint16_t *q16 = (const uint16_t *)(const void *)(sc->q + (heads + h) * Dv);
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
-        hb = attn__decode_next_block(P->G - h, widths);
+        hb = attn__decode_next_block(P->G, P->G - h, widths);
 #define ATTN__PAIR_BLOCK(HB)                                                                       \
     if (kind == 0)                                                                                 \
         ATTN__FN(attn__decode_pair_logits)(q16, 2 * Dv, r.base, dt, e5m2, r.stride, n, Dk, k_mul,  \
