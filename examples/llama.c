@@ -336,6 +336,9 @@ typedef struct stats {
     long cache_lookups, cache_tokens, cache_hits, cache_evictions;  /* the prefix cache's */
     double ttft_sum, ttft_max;  /* time to first token, summed over samples, and the longest */
     int ttft_count;
+    double t_hit, t_miss, t_build;  /* in lookups that found blocks, in those that did not, and
+                                       in attn_batch_build (which enters filled blocks) */
+    long misses;
 } stats;
 
 enum { WAITING, RUNNING, FORKWAIT, DONE };
@@ -675,7 +678,10 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 if (attn_seq_fork(&e.pool, &root, &c->seq) != ATTN_OK) { ok = 0; break; }
                 st->system_shares++;
             } else if (oo.prefix_cache && c->seq.len == 0) {  /* start from its cached prefix */
+                double t0 = now_s();
                 if (attn_prefix_cache_lookup(&e.pool, &c->seq, c->n_tok) != ATTN_OK) { ok = 0; break; }
+                *(c->seq.len ? &st->t_hit : &st->t_miss) += now_s() - t0;
+                st->misses += c->seq.len == 0;
             }
             c->state = RUNNING; c->admitted = admissions++; running++;
         }
@@ -711,7 +717,9 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 seqs[j] = &s[who[j]].seq; start[j] = (int)s[who[j]].seq.len;
             }
             if (n == 0) break;
+            double tb = now_s();
             attn_status bst = attn_batch_build(&e.batch, &e.pool, seqs, num_new, n, &md);
+            st->t_build += now_s() - tb;
             if (bst == ATTN_OK) break;
             if (bst != ATTN_ERR_OUT_OF_BLOCKS) {
                 fprintf(stderr, "attn_batch_build: %s: %s\n", attn_status_str(bst),
@@ -941,6 +949,13 @@ static void print_stats(const model *m, const options *o, const stats *st, int n
                st->cache_tokens, st->cache_tokens ? 100.0 * st->cache_hits / st->cache_tokens : 0.0,
                st->cache_hits, st->system_tokens ? " (the system prompt's included)" : "",
                st->cache_evictions);
+    if (o->prefix_cache && st->cache_lookups)
+        printf("  prefix cache time: a lookup that found blocks %.2f us, a miss %.2f us; "
+               "attn_batch_build (entering filled blocks) %.2f us a step\n",
+               st->cache_lookups > st->misses ? 1e6 * st->t_hit / (st->cache_lookups - st->misses)
+                                               : 0.0,
+               st->misses ? 1e6 * st->t_miss / st->misses : 0.0,
+               st->steps ? 1e6 * st->t_build / st->steps : 0.0);
     if (st->ttft_count)
         printf("  time to first token: mean %.4f s, longest %.4f s (%d samples)\n",
                st->ttft_sum / st->ttft_count, st->ttft_max, st->ttft_count);
