@@ -95,7 +95,8 @@
    MEMORY
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
-       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
+       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes, and
+       a pool's prefix cache in memory sized by attn_prefix_cache_bytes.
        Where the bf16 pair or tile kernels can run (below), the workspace of attn_sdpa,
        attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
        of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as

@@ -13,22 +13,26 @@
 N=${1:-8}; P=${2:-1024}; Q=${3:-64}; ROUNDS=${4:-3}; T=${5:-2}; B=${BUILD:-build}
 mkdir -p "$B"
 for ex in llama make_checkpoint; do
-    [ -x "$B/ex_$ex" ] || ${CC:-cc} -std=c99 -O2 -fopenmp -I. "examples/$ex.c" -o "$B/ex_$ex" -lm || exit 1
+    [ -x "$B/ex_$ex" ] ||
+        ${CC:-cc} -std=c99 -O2 -fopenmp -I. "examples/$ex.c" -o "$B/ex_$ex" -lm || exit 1
 done
-[ -f "$B/model.bin" ] || "$B/ex_make_checkpoint" -o "$B/model.bin" -z "$B/tokenizer.bin" > /dev/null || exit 1
+[ -f "$B/model.bin" ] ||
+    "$B/ex_make_checkpoint" -o "$B/model.bin" -z "$B/tokenizer.bin" > /dev/null || exit 1
 # prompt i: ids 1 (BOS), then P - 1 shared ids, then Q ids of its own (all below the vocab)
 args=""; arrive=""
 i=0
 while [ $i -lt "$N" ]; do
-    p=$(awk -v P="$P" -v Q="$Q" -v i="$i" 'BEGIN { s = "1"; for (j = 1; j < P; j++) s = s " " (3 + (j * 37) % 4000);
+    p=$(awk -v P="$P" -v Q="$Q" -v i="$i" 'BEGIN { s = "1"
+        for (j = 1; j < P; j++) s = s " " (3 + (j * 37) % 4000)
         for (j = 0; j < Q; j++) s = s " " (3 + (i * 977 + j * 131 + 7) % 4000); print s }')
     args="$args -p \"$p\""
     arrive="$arrive${arrive:+,}$i"
     i=$((i + 1))
 done
 run() {  # $1 = on | off: prints "on|off prefilled ttft_mean hit_rate"
-    out=$(eval "\"$B/ex_llama\" \"$B/model.bin\" -m 1 --ignore-eos --chunk 0 --batch-tokens $((P + Q)) \
-          --threads $T --prefix-cache $1 --arrive $arrive -q $args" 2>&1) || { echo "runner failed: $out" >&2; exit 1; }
+    out=$(eval "\"$B/ex_llama\" \"$B/model.bin\" -m 1 --ignore-eos --chunk 0 \
+          --batch-tokens $((P + Q)) --threads $T --prefix-cache $1 --arrive $arrive -q $args" 2>&1) ||
+        { echo "runner failed: $out" >&2; exit 1; }
     pre=$(echo "$out" | sed -n 's/.*prefill \([0-9]*\) tokens at.*/\1/p')
     ttft=$(echo "$out" | sed -n 's/.*time to first token: mean \([0-9.]*\) s.*/\1/p')
     hit=$(echo "$out" | sed -n 's/.*tokens found cached (\([0-9.]*\)%).*/\1/p')

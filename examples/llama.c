@@ -679,7 +679,10 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 st->system_shares++;
             } else if (oo.prefix_cache && c->seq.len == 0) {  /* start from its cached prefix */
                 double t0 = now_s();
-                if (attn_prefix_cache_lookup(&e.pool, &c->seq, c->n_tok) != ATTN_OK) { ok = 0; break; }
+                if (attn_prefix_cache_lookup(&e.pool, &c->seq, c->n_tok) != ATTN_OK) {
+                    ok = 0;
+                    break;
+                }
                 *(c->seq.len ? &st->t_hit : &st->t_miss) += now_s() - t0;
                 st->misses += c->seq.len == 0;
             }
@@ -803,7 +806,8 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         }
     }
     st->t_total = now_s() - t_start;
-    st->cache_lookups = (long)e.pool.cache.lookups; st->cache_tokens = (long)e.pool.cache.lookup_tokens;
+    st->cache_lookups = (long)e.pool.cache.lookups;
+    st->cache_tokens = (long)e.pool.cache.lookup_tokens;
     st->cache_hits = (long)e.pool.cache.hit_tokens;
     st->cache_evictions = (long)e.pool.cache.evictions;
     if (oo.prefix_cache) st->system_tokens = oo.sys_len;
