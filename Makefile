@@ -165,7 +165,7 @@ fuzz-seeds: $(addprefix $(B)/,$(FUZZERS))
 # VALGRIND_TESTS): zero errors, or the target fails. The suite is built without OpenMP and
 # sanitizers, at -O1 -g for readable reports; the caller-pool tests still run real threads.
 VALGRIND ?= valgrind
-VALGRIND_TESTS ?= reject ref_ write_kv swap_blocks copy_blocks block_pool seq_ convert bias merge_states \
+VALGRIND_TESTS ?= reject ref_ write_kv swap_blocks copy_blocks block_pool seq_ prefix_cache convert bias merge_states \
     forward_ sdpa_causal sdpa_isas sdpa_sequence_alone paged_prefill_keys paged_contents guard_pages \
     determinism_write_kv decode_keys_and_values fp8 kv_ isa_ threading status version dtype_sizes \
     params_check encode_ simd_ pair_conflicts logits_on_tiles_are

@@ -97,7 +97,8 @@
    MEMORY
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
        takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
-       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes.
+       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes, and
+       a pool's prefix cache in memory sized by attn_prefix_cache_bytes.
        Where the bf16 pair or tile kernels can run (below), the workspace of attn_sdpa,
        attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
        of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as
@@ -196,12 +197,21 @@
 
    REVISION HISTORY
        0.5.0  (2026-11-29)  paged decode, lean: one kernel body per ISA and cache dtype, its
-                            block of query heads (1, 4, or 8 over fp8 where the ISA has the
-                            registers) and kernel family chosen once per call: a third of the
-                            compiled code and half the build time of 0.4.16. Sequences of
-                            more than one 512-token partition may change in their last bits
-                            (their merge no longer fuses its multiply-adds); the workspace
-                            rounds G up to 8 where fp8 may take blocks of eight, D up to 32
+                            blocks of query heads (1, 2, 4, 8) and kernel family chosen once per
+                            call: a third of the compiled code and under half the build time of
+                            0.4.16; sequences over one 512-token partition may change in their
+                            last bits (their merge no longer fuses its multiply-adds). Prefix
+                            cache (attn_prefix_cache_bytes/_init/_lookup, attn_seq_set_tokens):
+                            full blocks kept by content, exact, LRU eviction after never-cached
+                            blocks; free counts include evictable cached blocks. Calls
+                            estimated below ATTN_SERIAL_WORK run on the calling thread, no
+                            region has more threads than items. attn_batch_build_checked,
+                            attn_forward_workspace_bound, ATTN_ERR_CAPACITY (the builder's
+                            capacity overflows, formerly ATTN_ERR_OUT_OF_RANGE); attn_forward
+                            refuses a block named twice in a row and, with md.pool, a block not
+                            in use; a NULL slot_mapping on a step that reads the cache needs
+                            md.profile_run = 1; pool.error_msg. attn_metadata, attn_block_pool
+                            and attn_seq have new fields at their ends (zero: the old meaning)
        0.4.16 (2026-11-28)  clean under gcc's -Wnull-dereference and -Wduplicated-branches: the
                             fp8 value pairs take a flag for a missing second row, not a null
                             pointer; the transpose-sum takes its pairing as an argument (no
@@ -654,20 +664,52 @@ ATTNDEF attn_status attn_copy_blocks(attn_kv_cache *const *caches, int num_layer
 
    The pool hands out block ids in [0, num_blocks); a block is free while its refcount is 0.
    Allocation and freeing are O(1) (a stack of free ids); nothing is allocated by the library.
+   With a prefix cache attached (below), a free block that holds a cached prefix waits in the
+   cache (evictable) instead of on the stack, and allocation takes it only when the stack is
+   empty.
    Fields are read-only (refcount[b] may be read to inspect sharing).
    Thread safety: none of the pool/sequence functions may run concurrently on the same pool
    (the caller's scheduler serializes them, as vLLM's does); distinct pools are independent. */
+/* The prefix cache's tables (see "Prefix cache" below), in caller memory attached to a pool by
+   attn_prefix_cache_init. Fields are read-only; the counters may be read (and reset) freely. */
+typedef struct attn_prefix_cache {
+    uint64_t *hash;          /* [num_blocks] chain hash of a cached block */
+    uint64_t *serial;        /* [num_blocks] its entry number (1, 2, ...); 0 = not cached */
+    uint64_t *parent;        /* [num_blocks] entry number of the block before it in its
+                                chain; 0 = the chain's first block */
+    uint64_t *ns;            /* [num_blocks] its namespace */
+    uint64_t *last_use;      /* [num_blocks] clock when it last became evictable */
+    int32_t *tokens;         /* [num_blocks][block_size] its token ids */
+    int32_t *bucket;         /* [num_buckets] first cached block of each bucket, -1 = none */
+    int32_t *next;           /* [num_blocks] next cached block in the same bucket */
+    int32_t *lru_prev, *lru_next;  /* [num_blocks] the evictable blocks, oldest first */
+    int32_t lru_head, lru_tail;    /* oldest and newest evictable block, -1 = none */
+    int num_buckets;         /* a power of two >= num_blocks; 0 = no cache */
+    int num_cached;          /* cached blocks, held or evictable */
+    int num_evictable;       /* cached blocks no sequence holds (refcount 0) */
+    int hash_bits;           /* hashes keep their low hash_bits bits: 64 from init; tests
+                                lower it to force collisions, which stay misses */
+    uint64_t clock;          /* counts entries and releases: entry numbers, LRU order */
+    int64_t lookups;         /* attn_prefix_cache_lookup calls that succeeded */
+    int64_t lookup_tokens;   /* prompt tokens they were given */
+    int64_t hit_tokens;      /* tokens they found cached (not computed again) */
+    int64_t evictions;       /* cached blocks taken for new allocations */
+    int64_t inserts;         /* blocks entered into the cache */
+} attn_prefix_cache;
+
 typedef struct attn_block_pool {
     int32_t *refcount;     /* [num_blocks] sequences holding each block; 0 = free */
     int32_t *free_ids;     /* [num_blocks] stack of free ids: free_ids[0 .. num_free) */
     int num_blocks;        /* ids 0 .. num_blocks-1 */
     int block_size;        /* tokens per block, for slots and block counts */
-    int num_free;          /* free blocks */
+    int num_free;          /* free blocks that hold no cached prefix (the stack above) */
     char *error_msg;       /* NULL, or error_msg_bytes of caller memory where attn_seq_append
                               and attn_seq_fork write which check failed, naming the field and
                               its values ("" on success); set after attn_block_pool_init, which
                               clears both */
     size_t error_msg_bytes;
+    attn_prefix_cache cache; /* the prefix cache: attn_prefix_cache_init (off after
+                                attn_block_pool_init: NULL pointers, 0 counts) */
 } attn_block_pool;
 
 /* Bytes of caller memory a pool of num_blocks blocks needs (two int32 arrays, 64-byte aligned,
@@ -682,7 +724,8 @@ ATTNDEF size_t attn_block_pool_bytes(int num_blocks);
 ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, int block_size,
                                          void *mem, size_t bytes);
 
-/* Free blocks, and blocks in use (num_blocks - free). 0 for a NULL pool. */
+/* Free blocks (those an allocation can take: the stack's and, with a prefix cache, the
+   evictable cached ones), and blocks in use (num_blocks - free). 0 for a NULL pool. */
 ATTNDEF int attn_block_pool_free_count(const attn_block_pool *pool);
 ATTNDEF int attn_block_pool_used_count(const attn_block_pool *pool);
 
@@ -697,9 +740,16 @@ typedef struct attn_seq {
     int max_blocks;        /* capacity of block_table */
     int num_blocks;        /* blocks in use */
     int64_t len;           /* tokens */
+    /* Prefix cache (attn_seq_set_tokens; attn_seq_init: NULL tokens, not cached) */
+    const int32_t *tokens; /* caller's token ids of the sequence, tokens[p] at position p */
+    uint64_t cache_ns;     /* namespace of its cached blocks */
+    int cache_blocks;      /* leading full blocks whose chain is known; -1 = chain broken */
+    uint64_t cache_hash;   /* chain hash after those blocks */
+    uint64_t cache_parent; /* entry number of the last of them (0: none yet) */
 } attn_seq;
 
-/* An empty sequence over a caller table: len = 0, num_blocks = 0.
+/* An empty sequence over a caller table: len = 0, num_blocks = 0, no token ids (it takes no
+   part in a prefix cache until attn_seq_set_tokens).
    ATTN_ERR_INVALID_ARG for a NULL seq, max_blocks < 0, or a NULL table with max_blocks > 0. */
 ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_blocks);
 
@@ -730,21 +780,88 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
    child->max_blocks entries. Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or parent, child
    NULL, == parent, not empty, or sharing parent's table; a parent entry that is not a live
    block id) or ATTN_ERR_OUT_OF_RANGE (child->max_blocks < parent->num_blocks, or a refcount
-   would overflow int32); on error nothing changes. */
+   would overflow int32); on error nothing changes. With a prefix cache the child takes the
+   parent's namespace and chain; its token ids are its own (set them before the fork, or it
+   enters no block). */
 ATTNDEF attn_status attn_seq_fork(attn_block_pool *pool, const attn_seq *parent, attn_seq *child);
 
 /* Rolls a sequence back to its first new_len tokens (rejected speculative tokens, preemption):
    blocks wholly past new_len lose a reference (freed at 0); len = new_len. Tokens between
    new_len and the end of the kept last block are left as they are and will be overwritten (or
-   copied on write, if that block is shared) by the next append.
+   copied on write, if that block is shared) by the next append. With a prefix cache, the
+   blocks it cuts into or drops leave the cache (see "Prefix cache").
    Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, new_len < 0 or > len, a dropped entry
    that is not a live block id); on error nothing changes. */
 ATTNDEF attn_status attn_seq_truncate(attn_block_pool *pool, attn_seq *seq, int64_t new_len);
 
-/* Drops every reference the sequence holds (blocks reaching refcount 0 return to the pool);
-   len = 0, num_blocks = 0, the table memory stays the caller's. A NULL or invalid pool or seq
+/* Drops every reference the sequence holds, from its last block to its first (blocks reaching
+   refcount 0 return to the pool; cached ones stay cached, evictable); len = 0, num_blocks = 0,
+   the table memory, token ids and namespace stay the caller's. A NULL or invalid pool or seq
    (or a table entry that is not a live block id) changes nothing. */
 ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq);
+
+/* Prefix cache (vLLM's automatic prefix caching): full blocks kept by content across requests.
+   A pool may have one, in caller memory of attn_prefix_cache_bytes(num_blocks, block_size)
+   bytes attached by attn_prefix_cache_init; without it every function above behaves as before.
+   - Identity. A full block of a sequence is identified by the hash chain
+         h(block i) = H(h(block i-1), its block_size token ids, the sequence's namespace)
+     with h(block -1) a fixed seed; H is a 64-bit multiply-xorshift mix, the same on every
+     platform (no randomness, no time). The namespace (attn_seq_set_tokens) is any 64-bit value
+     the caller chooses to keep blocks apart: a model, an adapter, a tenant. A sequence finds
+     only blocks of its own namespace. A partly filled block is never cached.
+   - Exact. A hash only finds candidates: a block matches when its namespace, its token ids
+     (stored for every cached block) and its predecessor (the entry matched one block earlier,
+     by entry number) are all equal. A hash collision is a miss, never a reuse.
+   - Entering. A sequence with token ids (attn_seq_set_tokens) enters each of its blocks into the
+     cache when an append fills it (attn_seq_append, hence attn_batch_build), reading
+     seq->tokens[p] for the block's positions p: the caller writes a token's id before the append
+     that covers it (a serving loop has it then: the prompt from the start, a sampled token
+     before the step that feeds it back). The block's K/V are those of the step that appended
+     it, so run that step's attn_forward on every layer before the next lookup. A block whose
+     content is cached already (another sequence computed the same prefix at the same time) is
+     not entered twice; its chain continues through the cached one.
+   - Lookup. attn_prefix_cache_lookup starts an empty sequence with the longest run of cached
+     blocks that matches its first tokens, leaving at least its last token to compute (the
+     logits need it): the blocks go into its table (one reference more each), len = the tokens
+     found, and the next attn_batch_build prefills the rest as a chunk over that cached prefix.
+   - Eviction. A cached block whose refcount falls to 0 stays cached (evictable) and counts as
+     free. Allocation takes never-cached free blocks first, then evicts the evictable block that
+     became evictable longest ago (least recently used, by a counter: deterministic). A release
+     drops a sequence's blocks from its last to its first, so a chain's later blocks go before
+     its first ones. A block that any sequence holds is never evicted.
+   - Leaving. An append that writes into a cached block (after a truncation) and a truncation
+     that cuts into or drops a block take that block out of the cache first (its K/V are then
+     no longer those of its token ids, or may never have been written: truncation is also the
+     way to roll back a step that failed). Copy-on-write works as without a cache.
+   - Counters in pool->cache: lookups, lookup_tokens, hit_tokens, evictions, inserts.
+   Thread safety: as the pool's functions. */
+
+/* Bytes of caller memory for the prefix cache of a pool of num_blocks blocks of block_size
+   tokens (64-byte aligned arrays plus 64 bytes of slack); 0 for a size < 1 or overflow. */
+ATTNDEF size_t attn_prefix_cache_bytes(int num_blocks, int block_size);
+
+/* Attaches an empty prefix cache in mem to an initialised pool whose blocks are all free (so
+   call it right after attn_block_pool_init). Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or
+   NULL mem, blocks in use) or ATTN_ERR_WORKSPACE_TOO_SMALL (bytes < attn_prefix_cache_bytes);
+   on error the pool is unchanged. */
+ATTNDEF attn_status attn_prefix_cache_init(attn_block_pool *pool, void *mem, size_t bytes);
+
+/* Gives a sequence its token ids and namespace: tokens is caller memory with tokens[p] the id at
+   position p, written before the append that covers p, unchanged while the sequence holds p,
+   and alive until the sequence is released (repoint it after moving the array). NULL takes the
+   sequence out of the cache's bookkeeping: it enters no block (its held blocks stay as they
+   are). The namespace changes only while the sequence is empty.
+   ATTN_ERR_INVALID_ARG for a NULL or invalid seq, or a new namespace for a non-empty one. */
+ATTNDEF attn_status attn_seq_set_tokens(attn_seq *seq, const int32_t *tokens, uint64_t ns);
+
+/* Starts the empty sequence seq (len 0, with token ids) from the longest run of cached blocks
+   that matches its first prompt_len tokens, at most (prompt_len - 1) / block_size blocks (so
+   the last prompt token is computed) and at most seq->max_blocks. On return seq->len is the
+   number of tokens found (0 on a miss; the counters say the same). Needs no free block.
+   Returns ATTN_ERR_INVALID_ARG (NULL/invalid pool or seq, no cache on the pool, a sequence that
+   is not empty or has no token ids, prompt_len < 1); on error nothing changes. */
+ATTNDEF attn_status attn_prefix_cache_lookup(attn_block_pool *pool, attn_seq *seq,
+                                             int64_t prompt_len);
 
 
 /* ---------------------------------------------------------------------------------------------
@@ -3509,6 +3626,7 @@ ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, 
     pool->num_free = num_blocks;
     pool->error_msg = NULL;
     pool->error_msg_bytes = 0;
+    memset(&pool->cache, 0, sizeof pool->cache);  /* no prefix cache until one is attached */
     for (int i = 0; i < num_blocks; i++) {
         pool->refcount[i] = 0;
         pool->free_ids[i] = num_blocks - 1 - i;  /* popped from the top: 0 comes out first */
@@ -3516,17 +3634,34 @@ ATTNDEF attn_status attn_block_pool_init(attn_block_pool *pool, int num_blocks, 
     return ATTN_OK;
 }
 
+/* Blocks an allocation can take: the free stack's, then the evictable cached ones. */
+ATTN__PRIVATE int attn__pool_available(const attn_block_pool *p) {
+    return p->num_free + p->cache.num_evictable;
+}
+
 ATTNDEF int attn_block_pool_free_count(const attn_block_pool *pool) {
-    return pool ? pool->num_free : 0;
+    return pool ? attn__pool_available(pool) : 0;
 }
 
 ATTNDEF int attn_block_pool_used_count(const attn_block_pool *pool) {
-    return pool ? pool->num_blocks - pool->num_free : 0;
+    return pool ? pool->num_blocks - attn__pool_available(pool) : 0;
+}
+
+/* The prefix cache's fields agree with each other and the pool's (or there is none). */
+ATTN__PRIVATE int attn__cache_ok(const attn_block_pool *p) {
+    const attn_prefix_cache *c = &p->cache;
+    if (c->num_buckets == 0) return c->num_cached == 0 && c->num_evictable == 0;
+    return c->hash && c->serial && c->parent && c->ns && c->last_use && c->tokens && c->bucket &&
+           c->next && c->lru_prev && c->lru_next && c->num_buckets >= p->num_blocks &&
+           (c->num_buckets & (c->num_buckets - 1)) == 0 && c->num_evictable >= 0 &&
+           c->num_evictable <= c->num_cached && c->num_cached <= p->num_blocks &&
+           p->num_free <= p->num_blocks - c->num_evictable;
 }
 
 ATTN__PRIVATE int attn__pool_ok(const attn_block_pool *p) {
     return p != NULL && p->refcount != NULL && p->free_ids != NULL && p->num_blocks >= 1 &&
-           p->block_size >= 1 && p->num_free >= 0 && p->num_free <= p->num_blocks;
+           p->block_size >= 1 && p->num_free >= 0 && p->num_free <= p->num_blocks &&
+           attn__cache_ok(p);
 }
 
 /* The sequence's own fields agree with each other and with the pool's block size. */
@@ -3546,16 +3681,145 @@ ATTN__PRIVATE int attn__seq_ids_live(const attn_block_pool *p, const attn_seq *s
     return 1;
 }
 
+/* ---- the prefix cache's tables: hash buckets (chained through next) and the LRU list ---- */
+
+/* A 64-bit multiply-xorshift mix (each step a bijection). */
+ATTN__PRIVATE ATTN__INLINE uint64_t attn__mix64(uint64_t x) {
+    x ^= x >> 32;
+    x *= 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return x ^ (x >> 32);
+}
+
+/* H(h(parent), the block's tokens, ns), kept to the cache's hash_bits low bits. */
+ATTN__PRIVATE uint64_t attn__block_hash(const attn_prefix_cache *c, uint64_t parent_hash,
+                                        const int32_t *tok, int bs, uint64_t ns) {
+    uint64_t h = attn__mix64(parent_hash ^ attn__mix64(ns ^ 0x243f6a8885a308d3ull));
+    for (int i = 0; i < bs; i++) h = attn__mix64(h + (uint32_t)tok[i]);
+    if (c->hash_bits >= 64) return h;
+    return c->hash_bits <= 0 ? 0 : h & ((1ull << c->hash_bits) - 1);
+}
+
+/* The cached block whose namespace, predecessor entry and tokens are these (the hash only
+   narrows the search); -1 when there is none. */
+ATTN__PRIVATE int32_t attn__cache_find(const attn_block_pool *p, uint64_t h, uint64_t parent,
+                                       uint64_t ns, const int32_t *tok) {
+    const attn_prefix_cache *c = &p->cache;
+    size_t bs = (size_t)p->block_size;
+    for (int32_t b = c->bucket[h & (uint64_t)(c->num_buckets - 1)]; b >= 0; b = c->next[b])
+        if (c->hash[b] == h && c->parent[b] == parent && c->ns[b] == ns &&
+            !memcmp(c->tokens + (size_t)b * bs, tok, sizeof(int32_t) * bs))
+            return b;
+    return -1;
+}
+
+ATTN__PRIVATE void attn__cache_enter(attn_block_pool *p, int32_t b, uint64_t h, uint64_t parent,
+                                     uint64_t ns, const int32_t *tok) {
+    attn_prefix_cache *c = &p->cache;
+    size_t bs = (size_t)p->block_size;
+    int32_t *head = &c->bucket[h & (uint64_t)(c->num_buckets - 1)];
+    c->hash[b] = h; c->parent[b] = parent; c->ns[b] = ns; c->serial[b] = ++c->clock;
+    memcpy(c->tokens + (size_t)b * bs, tok, sizeof(int32_t) * bs);
+    c->next[b] = *head;
+    *head = b;
+    c->num_cached++;
+    c->inserts++;
+}
+
+/* Takes a held or evicted block out of the hash buckets (nothing when it is not cached). */
+ATTN__PRIVATE void attn__cache_leave(attn_block_pool *p, int32_t b) {
+    attn_prefix_cache *c = &p->cache;
+    if (c->num_buckets == 0 || c->serial[b] == 0) return;
+    int32_t *at = &c->bucket[c->hash[b] & (uint64_t)(c->num_buckets - 1)];
+    while (*at != b) at = &c->next[*at];
+    *at = c->next[b];
+    c->serial[b] = 0;
+    c->num_cached--;
+}
+
+ATTN__PRIVATE void attn__lru_push(attn_prefix_cache *c, int32_t b) {
+    c->last_use[b] = ++c->clock;
+    c->lru_prev[b] = c->lru_tail; c->lru_next[b] = -1;
+    if (c->lru_tail >= 0) c->lru_next[c->lru_tail] = b; else c->lru_head = b;
+    c->lru_tail = b;
+    c->num_evictable++;
+}
+
+ATTN__PRIVATE void attn__lru_unlink(attn_prefix_cache *c, int32_t b) {
+    if (c->lru_prev[b] >= 0) c->lru_next[c->lru_prev[b]] = c->lru_next[b];
+    else c->lru_head = c->lru_next[b];
+    if (c->lru_next[b] >= 0) c->lru_prev[c->lru_next[b]] = c->lru_prev[b];
+    else c->lru_tail = c->lru_prev[b];
+    c->num_evictable--;
+}
+
+/* A block for a new allocation, refcount 1: from the free stack, else the least recently used
+   evictable cached block (it leaves the cache). The caller has checked attn__pool_available. */
 ATTN__PRIVATE int32_t attn__pool_pop(attn_block_pool *p) {
-    int32_t b = p->free_ids[--p->num_free];
+    int32_t b;
+    if (p->num_free > 0) {
+        b = p->free_ids[--p->num_free];
+    } else {
+        b = p->cache.lru_head;
+        attn__lru_unlink(&p->cache, b);
+        attn__cache_leave(p, b);
+        p->cache.evictions++;
+    }
     p->refcount[b] = 1;
     return b;
 }
 
-/* One reference less; the block returns to the free stack at 0. A count already at 0 (a table
-   that lists a block twice) is left alone, so a block is never pushed twice. */
+/* One reference less; at 0 the block returns to the free stack, or waits in the LRU list when
+   it is cached. A count already at 0 (a table that lists a block twice) is left alone, so a
+   block is never pushed twice. */
 ATTN__PRIVATE void attn__pool_drop(attn_block_pool *p, int32_t b) {
-    if (p->refcount[b] > 0 && --p->refcount[b] == 0) p->free_ids[p->num_free++] = b;
+    if (p->refcount[b] > 0 && --p->refcount[b] == 0) {
+        if (p->cache.num_buckets > 0 && p->cache.serial[b] != 0) attn__lru_push(&p->cache, b);
+        else p->free_ids[p->num_free++] = b;
+    }
+}
+
+/* The sequence's prefix-cache fields are in range (its chain covers full blocks only). */
+ATTN__PRIVATE int attn__seq_cache_ok(const attn_block_pool *p, const attn_seq *s) {
+    return s->cache_blocks >= -1 && s->cache_blocks <= s->len / p->block_size;
+}
+
+/* Resets the sequence's chain to its first cache_blocks blocks: the chain then continues
+   through the cached entry of its last kept block, or breaks (-1) when that block is not
+   cached (the sequence enters no more blocks). */
+ATTN__PRIVATE void attn__seq_chain_cut(const attn_block_pool *p, attn_seq *s, int keep) {
+    if (s->cache_blocks >= 0 && s->cache_blocks <= keep) return;
+    s->cache_blocks = keep; s->cache_hash = 0; s->cache_parent = 0;
+    if (keep == 0) return;
+    int32_t b = s->block_table[keep - 1];
+    if (p->cache.num_buckets > 0 && p->cache.serial[b] != 0) {
+        s->cache_hash = p->cache.hash[b]; s->cache_parent = p->cache.serial[b];
+    } else {
+        s->cache_blocks = -1;
+    }
+}
+
+/* Enters the sequence's newly filled blocks into the cache (after an append). A block whose
+   content is cached already is not entered again: the chain continues through that entry. */
+ATTN__PRIVATE void attn__seq_enter_full(attn_block_pool *p, attn_seq *s) {
+    attn_prefix_cache *c = &p->cache;
+    int bs = p->block_size, full = (int)(s->len / bs);
+    if (c->num_buckets == 0 || s->tokens == NULL || s->cache_blocks < 0) return;
+    while (s->cache_blocks < full) {
+        int i = s->cache_blocks;
+        int32_t b = s->block_table[i];
+        const int32_t *tok = s->tokens + (size_t)i * (size_t)bs;
+        uint64_t h = attn__block_hash(c, s->cache_hash, tok, bs, s->cache_ns);
+        int32_t same = attn__cache_find(p, h, s->cache_parent, s->cache_ns, tok);
+        if (same < 0) {
+            if (c->serial[b] != 0) { s->cache_blocks = -1; return; }  /* not expected: stop */
+            attn__cache_enter(p, b, h, s->cache_parent, s->cache_ns, tok);
+            same = b;
+        }
+        s->cache_hash = h; s->cache_parent = c->serial[same];
+        s->cache_blocks++;
+    }
 }
 
 ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_blocks) {
@@ -3565,6 +3829,8 @@ ATTNDEF attn_status attn_seq_init(attn_seq *seq, int32_t *block_table, int max_b
     seq->max_blocks = max_blocks;
     seq->num_blocks = 0;
     seq->len = 0;
+    seq->tokens = NULL; seq->cache_ns = 0;
+    seq->cache_blocks = 0; seq->cache_hash = 0; seq->cache_parent = 0;
     return ATTN_OK;
 }
 
@@ -3596,6 +3862,9 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
                                     int64_t *slots, int64_t cow_pairs[][2], int *n_cow) {
     attn__msg msg = attn__pool_msg(pool), *m = &msg;
     ATTN__TRY(attn__pool_seq_check(pool, seq, "seq", m));
+    ATTN__CHECKF(m, attn__seq_cache_ok(pool, seq), ATTN_ERR_INVALID_ARG,
+                 "seq->cache_blocks = %d, outside -1 .. seq->len / block_size = %lld",
+                 seq->cache_blocks, (long long)(seq->len / pool->block_size));
     ATTN__CHECKF(m, n_tokens >= 0 && (n_tokens == 0 || slots != NULL), ATTN_ERR_INVALID_ARG,
                  "n_tokens = %d%s", n_tokens, n_tokens < 0 ? "" : " with slots NULL");
     int bs = pool->block_size, last = seq->num_blocks - 1;
@@ -3616,9 +3885,10 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
     ATTN__CHECKF(m, new_blocks <= seq->max_blocks, ATTN_ERR_OUT_OF_RANGE,
                  "%lld tokens need %lld blocks but seq->max_blocks = %d", (long long)new_len,
                  (long long)new_blocks, seq->max_blocks);
-    ATTN__CHECKF(m, new_blocks - seq->num_blocks + cow <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS,
+    ATTN__CHECKF(m, new_blocks - seq->num_blocks + cow <= attn__pool_available(pool),
+                 ATTN_ERR_OUT_OF_BLOCKS,
                  "%lld new blocks needed (copy-on-write included) but the pool has %d free",
-                 (long long)(new_blocks - seq->num_blocks + cow), pool->num_free);
+                 (long long)(new_blocks - seq->num_blocks + cow), attn__pool_available(pool));
 
     if (n_cow) *n_cow = 0;
     if (cow) {
@@ -3628,6 +3898,8 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
         *n_cow = 1;
         seq->block_table[last] = fresh;
         attn__pool_drop(pool, old);  /* it was shared, so it stays allocated */
+    } else if (partial) {
+        attn__cache_leave(pool, seq->block_table[last]);  /* written in place */
     }
     while (seq->num_blocks < new_blocks) seq->block_table[seq->num_blocks++] = attn__pool_pop(pool);
     for (int i = 0; i < n_tokens; i++) {
@@ -3635,6 +3907,7 @@ ATTNDEF attn_status attn_seq_append(attn_block_pool *pool, attn_seq *seq, int n_
         slots[i] = (int64_t)seq->block_table[p / bs] * bs + p % bs;
     }
     seq->len = new_len;
+    attn__seq_enter_full(pool, seq);
     return ATTN_OK;
 }
 
@@ -3669,6 +3942,10 @@ ATTNDEF attn_status attn_seq_fork(attn_block_pool *pool, const attn_seq *parent,
     }
     child->num_blocks = parent->num_blocks;
     child->len = parent->len;
+    child->cache_ns = parent->cache_ns;  /* the same blocks: the same namespace and chain */
+    child->cache_blocks = parent->cache_blocks;
+    child->cache_hash = parent->cache_hash;
+    child->cache_parent = parent->cache_parent;
     return ATTN_OK;
 }
 
@@ -3676,7 +3953,12 @@ ATTNDEF attn_status attn_seq_truncate(attn_block_pool *pool, attn_seq *seq, int6
     ATTN__CHECK(attn__pool_ok(pool) && attn__seq_ok(pool, seq), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(new_len >= 0 && new_len <= seq->len, ATTN_ERR_INVALID_ARG);
     int keep = (int)attn_kv_blocks_for_tokens(new_len, pool->block_size);
-    ATTN__CHECK(attn__seq_ids_live(pool, seq, keep, seq->num_blocks), ATTN_ERR_INVALID_ARG);
+    int keep_full = (int)(new_len / pool->block_size);
+    ATTN__CHECK(attn__seq_ids_live(pool, seq, keep_full, seq->num_blocks) &&
+                attn__seq_cache_ok(pool, seq), ATTN_ERR_INVALID_ARG);
+    for (int i = keep_full; i < seq->num_blocks; i++)  /* cut into or dropped: uncached */
+        attn__cache_leave(pool, seq->block_table[i]);
+    attn__seq_chain_cut(pool, seq, keep_full);
     while (seq->num_blocks > keep) attn__pool_drop(pool, seq->block_table[--seq->num_blocks]);
     seq->len = new_len;
     return ATTN_OK;
@@ -3690,6 +3972,104 @@ ATTNDEF void attn_seq_release(attn_block_pool *pool, attn_seq *seq) {
     }
     while (seq->num_blocks > 0) attn__pool_drop(pool, seq->block_table[--seq->num_blocks]);
     seq->len = 0;
+    seq->cache_blocks = 0; seq->cache_hash = 0; seq->cache_parent = 0;
+}
+
+/* ---- prefix cache: sizing, attaching, token ids, lookup ---- */
+
+/* Lays out the cache's arrays at base (NULL: only measures); returns the bytes from base. */
+ATTN__PRIVATE size_t attn__cache_layout(attn_prefix_cache *c, char *base, size_t nb, size_t bs,
+                                        size_t buckets) {
+    size_t at = 0;
+    uint64_t **u64[5];
+    int32_t **i32[4];
+    u64[0] = &c->hash; u64[1] = &c->serial; u64[2] = &c->parent; u64[3] = &c->ns;
+    u64[4] = &c->last_use;
+    i32[0] = &c->next; i32[1] = &c->lru_prev; i32[2] = &c->lru_next; i32[3] = &c->bucket;
+    for (int i = 0; i < 5; i++) {
+        if (base) *u64[i] = (uint64_t *)(void *)(base + at);
+        at += attn__align_up(sizeof(uint64_t) * nb);
+    }
+    for (int i = 0; i < 4; i++) {
+        if (base) *i32[i] = (int32_t *)(void *)(base + at);
+        at += attn__align_up(sizeof(int32_t) * (i == 3 ? buckets : nb));
+    }
+    if (base) c->tokens = (int32_t *)(void *)(base + at);
+    at += attn__align_up(sizeof(int32_t) * nb * bs);
+    return at;
+}
+
+/* The hash table's bucket count: the smallest power of two >= num_blocks. */
+ATTN__PRIVATE size_t attn__cache_buckets(int num_blocks) {
+    size_t n = 1;
+    while (n < (size_t)num_blocks) n *= 2;
+    return n;
+}
+
+ATTNDEF size_t attn_prefix_cache_bytes(int num_blocks, int block_size) {
+    if (num_blocks < 1 || block_size < 1 || num_blocks > (1 << 29)) return 0;
+    size_t nb = (size_t)num_blocks, bs = (size_t)block_size;
+    if (bs > (ATTN__SIZE_MAX / 8 - 4096) / nb) return 0;  /* the token ids, with slack */
+    attn_prefix_cache c;
+    return ATTN__ALIGN + attn__cache_layout(&c, NULL, nb, bs, attn__cache_buckets(num_blocks));
+}
+
+ATTNDEF attn_status attn_prefix_cache_init(attn_block_pool *pool, void *mem, size_t bytes) {
+    ATTN__CHECK(attn__pool_ok(pool) && mem != NULL, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(pool->num_free == pool->num_blocks, ATTN_ERR_INVALID_ARG);  /* nothing in use */
+    size_t need = attn_prefix_cache_bytes(pool->num_blocks, pool->block_size);
+    ATTN__CHECK(need != 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(bytes >= need, ATTN_ERR_WORKSPACE_TOO_SMALL);
+    attn_prefix_cache *c = &pool->cache;
+    size_t nb = (size_t)pool->num_blocks, buckets = attn__cache_buckets(pool->num_blocks);
+    char *base = (char *)(((uintptr_t)mem + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+    memset(c, 0, sizeof *c);
+    attn__cache_layout(c, base, nb, (size_t)pool->block_size, buckets);
+    memset(c->serial, 0, sizeof(uint64_t) * nb);
+    memset(c->bucket, 0xff, sizeof(int32_t) * buckets);  /* -1: empty */
+    c->num_buckets = (int)buckets;
+    c->lru_head = c->lru_tail = -1;
+    c->hash_bits = 64;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_seq_set_tokens(attn_seq *seq, const int32_t *tokens, uint64_t ns) {
+    ATTN__CHECK(seq != NULL && seq->len >= 0 && seq->num_blocks >= 0, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(ns == seq->cache_ns || (seq->len == 0 && seq->num_blocks == 0),
+                ATTN_ERR_INVALID_ARG);
+    seq->tokens = tokens;
+    seq->cache_ns = ns;
+    return ATTN_OK;
+}
+
+ATTNDEF attn_status attn_prefix_cache_lookup(attn_block_pool *pool, attn_seq *seq,
+                                             int64_t prompt_len) {
+    ATTN__CHECK(attn__pool_ok(pool) && pool->cache.num_buckets > 0 && attn__seq_ok(pool, seq),
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(seq->len == 0 && seq->num_blocks == 0 && seq->tokens != NULL && prompt_len >= 1,
+                ATTN_ERR_INVALID_ARG);
+    attn_prefix_cache *c = &pool->cache;
+    int bs = pool->block_size;
+    int64_t most = ATTN__MIN((prompt_len - 1) / bs, (int64_t)seq->max_blocks);
+    uint64_t h = 0, parent = 0;
+    int n = 0;
+    while (n < most) {  /* nothing below fails: each hit is committed as it is found */
+        const int32_t *tok = seq->tokens + (size_t)n * (size_t)bs;
+        uint64_t hn = attn__block_hash(c, h, tok, bs, seq->cache_ns);
+        int32_t b = attn__cache_find(pool, hn, parent, seq->cache_ns, tok);
+        if (b < 0 || pool->refcount[b] == ATTN__INT_MAX) break;
+        if (pool->refcount[b] == 0) attn__lru_unlink(c, b);  /* evictable no more */
+        pool->refcount[b]++;
+        seq->block_table[n++] = b;
+        h = hn; parent = c->serial[b];
+    }
+    seq->num_blocks = n;
+    seq->len = (int64_t)n * bs;
+    seq->cache_blocks = n; seq->cache_hash = h; seq->cache_parent = parent;
+    c->lookups++;
+    c->lookup_tokens += prompt_len;
+    c->hit_tokens += seq->len;
+    return ATTN_OK;
 }
 
 
@@ -4818,9 +5198,9 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
             if (refs > 1) { last_cow[i] = last; need++; }
         }
     }
-    ATTN__CHECKF(m, need <= pool->num_free, ATTN_ERR_OUT_OF_BLOCKS,
+    ATTN__CHECKF(m, need <= attn__pool_available(pool), ATTN_ERR_OUT_OF_BLOCKS,
                  "the step needs %lld free blocks (copy-on-write included) but the pool has %d",
-                 (long long)need, pool->num_free);
+                 (long long)need, attn__pool_available(pool));
     /* (2) commit: nothing below can fail */
     int decodes = 0, ncow = 0;
     while (decodes < n && num_new[n - 1 - decodes] == 1) decodes++;

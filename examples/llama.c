@@ -14,13 +14,19 @@
    - -n K samples per prompt fork the prompt's sequence once its prompt is cached
      (attn_seq_fork); the shared last block is copied on write through the builder's
      blocks_to_copy, which attn_forward applies;
-   - --system TEXT: a system prompt put before every prompt is computed once, before the first
-     step, and every prompt's sequence starts as a fork of it (prefix sharing);
+   - prefix caching (on by default; --prefix-cache off): the pool has a prefix cache, every
+     sequence gives it its token ids, and each admission (and re-admission after preemption)
+     looks its tokens up, so only the part not already cached is prefilled; finished requests
+     leave their full blocks cached until the pool needs them;
+   - --system TEXT: a system prompt put before every prompt; with the prefix cache the first
+     request computes it and the others find it; with --prefix-cache off it is computed once,
+     before the first step, and every prompt's sequence starts as a fork of it;
    - greedy, or --temp / --top-p sampling with --seed; --kv-dtype, --block-size, --blocks (pool
      size), --threads, --backend sdpa|ipex (ipex needs -DATTN_USE_ONEDNN ... -ldnnl);
    - text in and out with a llama2.c tokenizer.bin (-z), token ids otherwise;
    - at the end: prefill and decode tokens/s, time in attention vs the rest, peak KV blocks in use,
-     preemptions.
+     preemptions, the prefix cache's hits (prefill tokens saved) and the mean time to first
+     token (from the start of a prompt's arrival step to its first token).
    The matmuls are plain C (OpenMP over blocks of output rows, four tokens per pass over a
    weight row, on one thread while that is faster: see matmul_parallel); they are not the point
    of this example.
@@ -30,7 +36,7 @@
                 [-n K] [-m MAX_NEW] [--temp T] [--top-p P] [--seed S] [--chunk N]
                 [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
                 [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
-                [--system TEXT] [--ignore-eos] [--dump FILE] [-q]
+                [--system TEXT] [--prefix-cache on|off] [--ignore-eos] [--dump FILE] [-q]
    Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes. An id
    outside the vocabulary, a prompt (with --system) that leaves no room to generate in seq_len,
    or a line of -f longer than 4095 characters is refused with a message. Generation stops at
@@ -347,6 +353,7 @@ typedef struct options {
     FILE *dump;
     const int *sys_tok;         /* --system: tokens before every prompt, computed once */
     int sys_len;
+    int prefix_cache;           /* --prefix-cache on (1) | off (0) */
 } options;
 
 typedef struct stats {
@@ -354,6 +361,12 @@ typedef struct stats {
     long prefill_tokens, decode_tokens, generated;
     int steps, peak_blocks, preemptions, forks, cow_copies, dropped, num_blocks;
     int system_tokens, system_shares;  /* the system prompt's length, and the forks of it */
+    long cache_lookups, cache_tokens, cache_hits, cache_evictions;  /* the prefix cache's */
+    double ttft_sum, ttft_max;  /* time to first token, summed over samples, and the longest */
+    int ttft_count;
+    double t_hit, t_miss, t_build;  /* in lookups that found blocks, in those that did not, and
+                                       in attn_batch_build (which enters filled blocks) */
+    long misses;
 } stats;
 
 enum { WAITING, RUNNING, FORKWAIT, DONE };
@@ -365,6 +378,7 @@ typedef struct sample {
     int32_t *table;
     unsigned long long rng;
     float *logit_log;           /* [max_gen][vocab] when dumping */
+    double t_arrive;            /* when its arrival step began */
 } sample;
 
 typedef struct engine {
@@ -373,7 +387,7 @@ typedef struct engine {
     attn_layer layer;
     attn_exec ex;
     attn_kv_cache *cache;
-    void **cache_mem, *pool_mem, *batch_mem, *ws;
+    void **cache_mem, *pool_mem, *batch_mem, *prefix_mem, *ws;
     size_t ws_bytes;
     attn_block_pool pool;
     attn_batch batch;
@@ -512,6 +526,12 @@ static void finish(engine *e, sample *s) {
 
 static void take_token(engine *e, sample *s, const float *lg, stats *st) {
     int V = e->m->vocab;
+    if (s->n_gen == 0) {
+        double ttft = now_s() - s->t_arrive;
+        st->ttft_sum += ttft;
+        st->ttft_count++;
+        if (ttft > st->ttft_max) st->ttft_max = ttft;
+    }
     if (s->logit_log) memcpy(s->logit_log + (size_t)s->n_gen * V, lg, sizeof(float) * (size_t)V);
     int t = g_rank == 0 ? pick(lg, V, e->o, &s->rng, e->probs) : 0;
 #ifdef LLAMA_MPI
@@ -547,6 +567,11 @@ static int engine_init(engine *e, const model *m, const options *o, int max_seqs
     e->pool_mem = xmalloc(pb); e->batch_mem = xmalloc(bb);
     int ok = attn_block_pool_init(&e->pool, o->blocks, bs, e->pool_mem, pb) == ATTN_OK &&
              attn_batch_init(&e->batch, max_seqs, o->batch_tokens, mb, e->batch_mem, bb) == ATTN_OK;
+    if (o->prefix_cache) {  /* the pool's prefix cache, in memory of its own size query */
+        size_t xb = attn_prefix_cache_bytes(o->blocks, bs);
+        e->prefix_mem = xmalloc(xb);
+        ok = ok && attn_prefix_cache_init(&e->pool, e->prefix_mem, xb) == ATTN_OK;
+    }
     for (int l = 0; l < m->layers; l++) {
         e->cache_mem[l] = xmalloc(cb);
         ok = ok && attn_kv_cache_init(&e->cache[l], o->blocks, bs, m->kv_heads, m->hs, o->kv, 1.0f,
@@ -571,6 +596,7 @@ static int engine_init(engine *e, const model *m, const options *o, int max_seqs
 static void engine_free(engine *e) {
     for (int l = 0; l < e->m->layers; l++) free(e->cache_mem[l]);
     free(e->cache); free(e->cache_mem); free(e->pool_mem); free(e->batch_mem); free(e->ws);
+    free(e->prefix_mem);
     free(e->x); free(e->xb); free(e->q); free(e->k); free(e->v); free(e->att); free(e->h1);
     free(e->h3); free(e->xl); free(e->logits); free(e->probs); free(e->ptok); free(e->ppos);
 }
@@ -629,6 +655,7 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         c->admitted = -1;
         c->table = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)mb);
         attn_seq_init(&c->seq, c->table, mb);
+        attn_seq_set_tokens(&c->seq, (const int32_t *)c->tok, 0);  /* int is 32-bit here */
         c->rng =
                 o->seed * 0x9e3779b97f4a7c15ull
                     + (unsigned long long)(p * 1000003 + c->index * 7919 + 1);
@@ -659,12 +686,14 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
     attn_seq root;  /* the system prompt's sequence: every prompt's first sample forks it */
     int32_t *root_table = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)mb);
     attn_seq_init(&root, root_table, mb);
-    if (oo.sys_len > 0) ok = prefill_system(&e, &root, st);
+    if (oo.sys_len > 0 && !oo.prefix_cache) ok = prefill_system(&e, &root, st);
     for (int step = 0; ok; step++) {
         int all_done = 1, running = 0;
+        double t_step = now_s();
         for (int i = 0; i < ns; i++) {
             all_done &= s[i].state == DONE || s[i].state == FORKWAIT;
             running += s[i].state == RUNNING;
+            if (s[i].arrival == step && s[i].t_arrive == 0) s[i].t_arrive = t_step;  /* once */
         }
         if (all_done) break;
         /* 1. admit arrived requests while their blocks fit (one spare block per running one) */
@@ -676,6 +705,14 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
             if (root.len > 0 && c->seq.len == 0) {  /* start from the shared system prompt */
                 if (attn_seq_fork(&e.pool, &root, &c->seq) != ATTN_OK) { ok = 0; break; }
                 st->system_shares++;
+            } else if (oo.prefix_cache && c->seq.len == 0) {  /* start from its cached prefix */
+                double t0 = now_s();
+                if (attn_prefix_cache_lookup(&e.pool, &c->seq, c->n_tok) != ATTN_OK) {
+                    ok = 0;
+                    break;
+                }
+                *(c->seq.len ? &st->t_hit : &st->t_miss) += now_s() - t0;
+                st->misses += c->seq.len == 0;
             }
             c->state = RUNNING; c->admitted = admissions++; running++;
         }
@@ -711,7 +748,9 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
                 seqs[j] = &s[who[j]].seq; start[j] = (int)s[who[j]].seq.len;
             }
             if (n == 0) break;
+            double tb = now_s();
             attn_status bst = attn_batch_build(&e.batch, &e.pool, seqs, num_new, n, &md);
+            st->t_build += now_s() - tb;
             if (bst == ATTN_OK) break;
             if (bst != ATTN_ERR_OUT_OF_BLOCKS) {
                 fprintf(stderr, "attn_batch_build: %s: %s\n", attn_status_str(bst),
@@ -795,6 +834,11 @@ static int serve(const model *m, options *o, int np, int *const *ptok, const int
         }
     }
     st->t_total = now_s() - t_start;
+    st->cache_lookups = (long)e.pool.cache.lookups;
+    st->cache_tokens = (long)e.pool.cache.lookup_tokens;
+    st->cache_hits = (long)e.pool.cache.hit_tokens;
+    st->cache_evictions = (long)e.pool.cache.evictions;
+    if (oo.prefix_cache) st->system_tokens = oo.sys_len;
     attn_seq_release(&e.pool, &root);
     free(root_table);
     if (ok && attn_block_pool_used_count(&e.pool) != 0) {
@@ -932,9 +976,25 @@ static void print_stats(const model *m, const options *o, const stats *st, int n
            st->t_total > 0 ? 100.0 * st->t_attn / st->t_total : 0.0, rest, st->peak_blocks,
            st->num_blocks, m->layers, st->preemptions, st->forks, st->cow_copies,
            st->dropped ? "; some prompts dropped (pool too small)" : "");
-    if (st->system_tokens)
+    if (st->system_tokens && !o->prefix_cache)
         printf("  system prompt of %d tokens computed once, forked by %d admissions\n",
                st->system_tokens, st->system_shares);
+    if (o->prefix_cache)
+        printf("  prefix cache: %ld lookups, %ld of %ld tokens found cached (%.1f%%), %ld prefill "
+               "tokens saved%s; %ld evictions\n", st->cache_lookups, st->cache_hits,
+               st->cache_tokens, st->cache_tokens ? 100.0 * st->cache_hits / st->cache_tokens : 0.0,
+               st->cache_hits, st->system_tokens ? " (the system prompt's included)" : "",
+               st->cache_evictions);
+    if (o->prefix_cache && st->cache_lookups)
+        printf("  prefix cache time: a lookup that found blocks %.2f us, a miss %.2f us; "
+               "attn_batch_build (entering filled blocks) %.2f us a step\n",
+               st->cache_lookups > st->misses ? 1e6 * st->t_hit / (st->cache_lookups - st->misses)
+                                               : 0.0,
+               st->misses ? 1e6 * st->t_miss / st->misses : 0.0,
+               st->steps ? 1e6 * st->t_build / st->steps : 0.0);
+    if (st->ttft_count)
+        printf("  time to first token: mean %.4f s, longest %.4f s (%d samples)\n",
+               st->ttft_sum / st->ttft_count, st->ttft_max, st->ttft_count);
 }
 
 static void dump(FILE *f, const model *m, const sample *s, int ns, const options *o) {
@@ -990,6 +1050,7 @@ static void options_default(options *o) {
     o->batch_tokens = 256; o->max_seqs = 16; o->block_size = 16; o->n_samples = 1;
     o->max_new = 32; o->top_p = 0.9f; o->seed = 42; o->kv = ATTN_F32;
     o->backend = ATTN_BACKEND_SDPA;
+    o->prefix_cache = 1;
 }
 
 static void set_threads(int n) {
@@ -1049,9 +1110,10 @@ static int self_check(void) {
                 s[i].tok[j] != s[i].tok[j - 1];
         free_samples(r, 1);
     }
-    if (!st.preemptions || !st.forks || !st.cow_copies || !distinct) {
-        printf("FAILED: preemptions %d, forks %d, copy-on-write copies %d, varied tokens %d "
-               "(each must be > 0)\n", st.preemptions, st.forks, st.cow_copies, distinct);
+    if (!st.preemptions || !st.forks || !st.cow_copies || !distinct || !st.cache_hits) {
+        printf("FAILED: preemptions %d, forks %d, copy-on-write copies %d, varied tokens %d, "
+               "prefix cache hits %ld (each must be > 0)\n", st.preemptions, st.forks,
+               st.cow_copies, distinct, st.cache_hits);
         all_ok = 0;
     }
     free_samples(s, 10);
@@ -1093,6 +1155,10 @@ static int run(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) o.threads = atoi(v);
         else if (!strcmp(a, "--dump")) dump_path = v;
         else if (!strcmp(a, "--system")) system = v;
+        else if (!strcmp(a, "--prefix-cache")) {
+            if (!strcmp(v, "on") || !strcmp(v, "off")) o.prefix_cache = !strcmp(v, "on");
+            else { fprintf(stderr, "unknown --prefix-cache %s (on or off)\n", v); return 1; }
+        }
         else if (!strcmp(a, "--kv-dtype")) {
             if (!parse_dtype(v, &o.kv)) { fprintf(stderr, "unknown --kv-dtype %s\n", v); return 1; }
         } else if (!strcmp(a, "--backend")) {

@@ -2,8 +2,8 @@
 # The llama runner (examples/llama.c) against a naive double-precision forward pass
 # (tests/llama_ref.c, no attn.h): a tiny checkpoint from examples/make_checkpoint.c, several
 # prompts served together with continuous batching, at 1 and 2 threads, f32/f16/bf16/fp8 caches,
-# with and without chunked prefill, forks (-n), preemption (a small pool) and a shared system
-# prompt (--system). For every generated token the runner's logits must be within TOL of the
+# with and without chunked prefill, forks (-n), preemption (a small pool), a shared system
+# prompt (--system), and with the prefix cache on (the default) and off. For every generated token the runner's logits must be within TOL of the
 # reference's (teacher-forced on the runner's tokens) and greedy tokens must be the reference's
 # argmax: the first token of a sample always (fp8: unless a near tie), the later ones unless the
 # reference's two best are within 2*TOL (a near tie). TOL: f32 1e-4; f16 0.01; bf16 0.05; fp8
@@ -67,9 +67,20 @@ out=$("$B/ex_llama" "$M" -m 2 --backend ipex -p "1 2 3" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q 'ATTN_USE_ONEDNN'; then ok "ipex: refused without oneDNN"
 elif [ $rc -eq 0 ]; then check ipex_t2_fork "--threads 2 --ignore-eos --backend ipex --chunk 4 -n 2 $SMALL" 1e-4 "$PRE"
 else bad "ipex: exit status $rc: $out"; fi
-# A system prompt computed once and forked by every prompt (prefix sharing), with preemption.
-check system_t2     "--threads 2 --ignore-eos --chunk 5 -n 2 $SMALL --blocks 30 --system you_are_a_helpful_assistant_who_tells_short_stories" 1e-4 \
+# A system prompt before every prompt, with preemption: found in the prefix cache by every
+# request after the first ones (the default), or, with the cache off, computed once and forked
+# by every prompt. Greedy tokens are the same either way.
+SYS="--threads 2 --ignore-eos --chunk 5 -n 2 $SMALL --blocks 30 --system you_are_a_helpful_assistant_who_tells_short_stories"
+check system_t2     "$SYS" 1e-4 "prefix cache: [0-9]+ lookups, [1-9][0-9]+ of [0-9]+ tokens found cached"
+check system_t2_off "$SYS --prefix-cache off" 1e-4 \
                     "system prompt of [0-9]+ tokens computed once, forked by ([5-9]|[1-9][0-9])"
+if cmp -s "$B/llama_system_t2.tokens" "$B/llama_system_t2_off.tokens" && [ -s "$B/llama_system_t2.tokens" ]; then
+    ok "greedy f32: the same tokens with and without the prefix cache (system prompt)"
+else bad "greedy f32: tokens differ with and without the prefix cache (system prompt)"; fi
+check f32_t1_fork_off "--threads 1 --ignore-eos --chunk 3 -n 2 $SMALL --prefix-cache off" 1e-4 "$PRE"
+if cmp -s "$B/llama_f32_t1_fork.tokens" "$B/llama_f32_t1_fork_off.tokens"; then
+    ok "greedy f32: the same tokens with and without the prefix cache (preemption)"
+else bad "greedy f32: tokens differ with and without the prefix cache (preemption)"; fi
 # The classifier shared with the token embedding (positive vocab_size, as stories15M has).
 M_UNSHARED=$M; M=$M_SHARED
 check shared_t2     "--threads 2 --ignore-eos --chunk 4 -n 2 $SMALL"                1e-4 "$PRE"

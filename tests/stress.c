@@ -12,7 +12,13 @@
       against the reference over an independent model of each request's keys and values, the
       cache contents against the model every 1,000 steps and at the end, the pool's counts
       against the tables after every step, and no block leaked once everything is released.
-   Usage: stress [case ...] with case = context, batch, serving (default: all). STRESS_CONTEXT
+      Run twice: with a prefix cache on the pool (prompts share a few system prompts; every
+      admission and re-admission after preemption looks its prompt up, so most prefixes come
+      from the cache; a token's K/V are a function of the token ids up to it, as in a model, so
+      a wrong reuse shows in the outputs and the cache check) and without one. The pool's
+      invariants (tests/pool_check.h) are checked after every step.
+   Usage: stress [case ...] with case = context, batch, serving, serving_plain (default: all;
+   serving has the prefix cache, serving_plain not). STRESS_CONTEXT
    sets the context length of case 1 (default 131072). Prints each case's result and time;
    exit status 0 only when every case passed. */
 #define _POSIX_C_SOURCE 199309L
@@ -22,6 +28,7 @@
 #define ATTN_TEST_IMPLEMENTATION  /* its random numbers (splitmix64); no test runner is used */
 #define ATTN_TEST_NO_SHORT_NAMES
 #include "attn_test.h"
+#include "pool_check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,12 +297,25 @@ typedef struct sv_req {
     int live, total, max_total;  /* tokens known (prompt + generated), and when it finishes */
     attn_seq seq;                 /* seq.len: tokens in the cache */
     int32_t table[SV_MAXB];
+    int32_t tok[SV_MAXLEN];       /* token ids */
     float k[SV_MAXLEN * SV_KW], v[SV_MAXLEN * SV_KW];  /* every token's K/V rows, as given */
 } sv_req;
 
 typedef struct sv_stats { long steps, tokens, prefills, decodes, forks, cows, truncations, finishes,
                          preemptions,
-                          exhausted, outputs, bad; double worst, t_forward; } sv_stats;
+                          exhausted, outputs, bad, lookups, hit_tokens; double worst, t_forward;
+                          } sv_stats;
+
+/* Token t's K/V rows from the ids of tokens 0..t (a hash of them seeds the values), as a
+   model's depend on everything before them: equal prefixes give equal rows. */
+static void sv_token_kv(sv_req *x, int t) {
+    uint64_t h = 0x5a17ull;
+    for (int i = 0; i <= t; i++) h = (h ^ (uint64_t)(uint32_t)x->tok[i]) * 0x100000001b3ull;
+    for (int i = 0; i < SV_KW; i++) {
+        x->k[t * SV_KW + i] = uni(&h, -1, 1);
+        x->v[t * SV_KW + i] = uni(&h, -1, 1);
+    }
+}
 
 /* The pool's counts against the tables: each refcount is the number of live table entries that
    name the block; used blocks are those. */
@@ -335,7 +355,7 @@ static long sv_cache_matches(const attn_kv_cache *c, const sv_req *req) {
 
 static void sv_release(attn_block_pool *pool, sv_req *q) { attn_seq_release(pool, &q->seq); }
 
-static int case_serving(void) {
+static int case_serving(int with_cache) {
     const attn_dtype dt = ATTN_BF16;
     uint64_t rng = 3;
     double t0 = now();
@@ -344,15 +364,20 @@ static int case_serving(void) {
     p.logits_soft_cap = 30;
     size_t cbytes = attn_kv_cache_bytes(SV_BLOCKS, SV_BS, SV_HK, SV_D, dt),
            pbytes = attn_block_pool_bytes(SV_BLOCKS);
-    void *cmem = xalloc(cbytes), *pmem = xalloc(pbytes);
+    size_t xbytes = attn_prefix_cache_bytes(SV_BLOCKS, SV_BS);
+    void *cmem = xalloc(cbytes), *pmem = xalloc(pbytes), *xmem = xalloc(xbytes);
     attn_kv_cache cache;
     attn_block_pool pool;
     attn_layer layer;
     if (attn_kv_cache_init(&cache, SV_BLOCKS, SV_BS, SV_HK, SV_D, dt, 1, 1, cmem,
                            cbytes) != ATTN_OK ||
         attn_block_pool_init(&pool, SV_BLOCKS, SV_BS, pmem, pbytes) != ATTN_OK ||
+        (with_cache && attn_prefix_cache_init(&pool, xmem, xbytes) != ATTN_OK) ||
         attn_layer_init(&layer, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK)
         return 1;
+    const char *name = with_cache ? "serving" : "serving_plain";
+    int32_t system[4][64];  /* the system prompts requests start with */
+    for (int i = 0; i < 4 * 64; i++) system[i / 64][i % 64] = rint_in(&rng, 0, 999);
     memset(cmem, 0xff, cbytes);  /* NaN everywhere until written */
     sv_req *req = (sv_req *)calloc(SV_REQS, sizeof(sv_req));
     sv_stats st; memset(&st, 0, sizeof st);
@@ -381,10 +406,13 @@ static int case_serving(void) {
                 x->live = 1;
                 x->total = prompt;
                 x->max_total = x->total + rint_in(&rng, 1, SV_MAXLEN - x->total);
-                for (int i = 0; i < x->total * SV_KW; i++) {
-                    x->k[i] = uni(&rng, -1, 1); x->v[i] = uni(&rng, -1, 1);
+                int sys = rint_in(&rng, 0, 4), sys_len = sys < 4 ? rint_in(&rng, 8, 64) : 0;
+                for (int i = 0; i < x->total; i++) {  /* a system prompt, then its own ids */
+                    x->tok[i] = i < sys_len ? system[sys][i] : rint_in(&rng, 0, 999);
+                    sv_token_kv(x, i);
                 }
                 attn_seq_init(&x->seq, x->table, SV_MAXB);
+                attn_seq_set_tokens(&x->seq, x->tok, 0);
             } else if (x->live && x->seq.len == x->max_total) {
                 sv_release(&pool, x);
                 x->live = 0;
@@ -400,8 +428,10 @@ static int case_serving(void) {
                     sv_req *y = &req[d];
                     if (y->live) continue;
                     attn_seq_init(&y->seq, y->table, SV_MAXB);
+                    attn_seq_set_tokens(&y->seq, y->tok, 0);
                     if (attn_seq_fork(&pool, &x->seq, &y->seq) != ATTN_OK) { fails++; break; }
                     y->live = 1; y->total = x->total; y->max_total = x->max_total;
+                    memcpy(y->tok, x->tok, sizeof(int32_t) * (size_t)x->total);
                     memcpy(y->k, x->k, sizeof(float) * (size_t)x->total * SV_KW);
                     memcpy(y->v, x->v, sizeof(float) * (size_t)x->total * SV_KW);
                     st.forks++;
@@ -425,10 +455,16 @@ static int case_serving(void) {
                 if (!x->live || batched[r] || x->seq.len == x->max_total) continue;
                 int prefill = x->seq.len < x->total;
                 if (prefill != (pass == 0)) continue;
+                if (with_cache && prefill && x->seq.len == 0) {  /* (re-)admitted: look it up */
+                    if (attn_prefix_cache_lookup(&pool, &x->seq, x->total) != ATTN_OK) fails++;
+                    st.lookups++;
+                    st.hit_tokens += x->seq.len;
+                }
                 int m = prefill ? x->total - x->seq.len : 1;
                 if (m > SV_CHUNK) m = SV_CHUNK;
                 int64_t cow[1][2];
                 int n_cow = 0;
+                if (!prefill) x->tok[x->total] = rint_in(&rng, 0, 999);  /* known before append */
                 attn_status s = attn_seq_append(&pool, &x->seq, m, slots + tokens, cow, &n_cow);
                 /* a decode that finds no block preempts the longest request not in the batch; a
                    prefill (new or preempted) waits for blocks instead, as a scheduler's waiting
@@ -459,10 +495,7 @@ static int case_serving(void) {
                     st.cows++;
                 }
                 if (!prefill) {  /* a new token: its K/V join the request */
-                    for (int i = 0; i < SV_KW; i++) {
-                        x->k[x->total * SV_KW + i] = uni(&rng, -1, 1);
-                        x->v[x->total * SV_KW + i] = uni(&rng, -1, 1);
-                    }
+                    sv_token_kv(x, x->total);
                     x->total++;
                 }
                 int first = (int)x->seq.len - m;
@@ -515,11 +548,19 @@ static int case_serving(void) {
             t0r += nq[i];
         }
         if (!sv_pool_matches(&pool, req)) {
-            fails++; printf("serving: step %d: pool counts differ from the tables\n", step);
+            fails++; printf("%s: step %d: pool counts differ from the tables\n", name, step);
+        }
+        {
+            attn_seq *all[SV_REQS];
+            char msg[256];
+            for (int r = 0; r < SV_REQS; r++) all[r] = &req[r].seq;
+            if (!pool_check(&pool, all, SV_REQS, msg, sizeof msg)) {
+                fails++; printf("%s: step %d: %s\n", name, step, msg);
+            }
         }
         if ((step + 1) % 1000 == 0 && sv_cache_matches(&cache, req)) {
             fails++;
-            printf("serving: step %d: the cache differs from the model\n", step);
+            printf("%s: step %d: the cache differs from the model\n", name, step);
         }
         st.steps++; st.tokens += tokens; st.prefills += prefills; st.decodes += n - prefills;
     }
@@ -527,21 +568,28 @@ static int case_serving(void) {
     for (int r = 0; r < SV_REQS; r++)
         if (req[r].live) sv_release(&pool, &req[r]);
     int leaked = SV_BLOCKS - attn_block_pool_free_count(&pool);
-    printf("serving: %ld steps with a batch, %ld tokens (%ld prefill chunks, %ld decodes), %ld "
+    if (with_cache)
+        printf("%s: %ld lookups, %ld tokens found cached (%lld by the pool's count), %lld "
+               "evictions, %d blocks still cached\n", name, st.lookups, st.hit_tokens,
+               (long long)pool.cache.hit_tokens, (long long)pool.cache.evictions,
+               pool.cache.num_cached);
+    fails += with_cache && (st.hit_tokens == 0 || pool.cache.evictions == 0 ||
+                            pool.cache.hit_tokens != st.hit_tokens);
+    printf("%s: %ld steps with a batch, %ld tokens (%ld prefill chunks, %ld decodes), %ld "
            "forks, %ld "
            "copy-on-write, %ld truncations, %ld finishes, %ld exhaustions, %ld preemptions; "
-           "attn_forward %.1f s\n",
+           "attn_forward %.1f s\n", name,
            st.steps, st.tokens, st.prefills, st.decodes, st.forks, st.cows, st.truncations,
            st.finishes,
            st.exhausted, st.preemptions, st.t_forward);
-    printf("serving: %ld outputs, %ld outside tolerance (worst |error| %.2g); final cache %s the "
+    printf("%s: %ld outputs, %ld outside tolerance (worst |error| %.2g); final cache %s the "
            "model; %d blocks "
-           "leaked\n", st.outputs, st.bad, st.worst, cache_bad ? "DIFFERS from" : "matches",
+           "leaked\n", name, st.outputs, st.bad, st.worst, cache_bad ? "DIFFERS from" : "matches",
            leaked);
     fails += st.bad != 0 || cache_bad != 0 || leaked != 0;
     free(req); free(q); free(kr); free(vr); free(out); free(kf); free(vf); free(want); free(ws);
-    free(cmem); free(pmem);
-    printf("serving: %s in %.1f s\n", fails ? "FAILED" : "passed", now() - t0);
+    free(cmem); free(pmem); free(xmem);
+    printf("%s: %s in %.1f s\n", name, fails ? "FAILED" : "passed", now() - t0);
     return fails != 0;
 }
 
@@ -554,7 +602,8 @@ int main(int argc, char **argv) {
         if (!c && any) break;
         if (!c || !strcmp(c, "context")) { fails += case_context(); any = 1; }
         if (!c || !strcmp(c, "batch")) { fails += case_batch(); any = 1; }
-        if (!c || !strcmp(c, "serving")) { fails += case_serving(); any = 1; }
+        if (!c || !strcmp(c, "serving")) { fails += case_serving(1); any = 1; }
+        if (!c || !strcmp(c, "serving_plain")) { fails += case_serving(0); any = 1; }
         if (!c) break;
     }
     printf("stress: %s\n", fails ? "FAILED" : "all passed");

@@ -24,6 +24,7 @@
 #include "test_forward.c"
 #include "test_serve.c"
 #include "test_misuse.c"
+#include "test_prefix.c"
 #include "test_onednn.c"
 #include "test_guard.c"
 #include "test_determinism.c"
@@ -39,6 +40,7 @@ static const attn_test_entry all_tests[] = {
     TEST_FORWARD_LIST,
     TEST_SERVE_LIST,
     TEST_MISUSE_LIST,
+    TEST_PREFIX_LIST,
     TEST_ONEDNN_LIST,
     TEST_GUARD_LIST,
     TEST_DETERMINISM_LIST,

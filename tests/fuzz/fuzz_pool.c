@@ -1,66 +1,52 @@
 /* fuzz_pool.c - the block pool and its sequences under fuzzed operation sequences: appends
    (with copy-on-write of a shared last block), forks, truncations, releases, exhaustion and
    recovery, and calls with broken arguments (a pool or sequence struct whose fields disagree,
-   a child that is not empty or shares its parent's table, NULL buffers, negative counts).
+   a child that is not empty or shares its parent's table, NULL buffers, negative counts); with
+   a prefix cache attached (most inputs; sometimes a hash of 0 to 3 bits, so that entries
+   collide), lookups, sequences over two namespaces and small alphabets of token ids, and
+   evictions.
    A model from the documentation predicts each status and what a successful call does (the
    slots, the copy-on-write pair, which blocks are taken and given back). After every operation
-   the pool's invariants hold: each refcount equals the number of table entries that name the
-   block, the free stack holds exactly the blocks with refcount 0 and each once, num_free is
-   their count, every sequence has ceil(len / block_size) blocks. An error changes nothing. */
+   the pool's invariants hold (tests/pool_check.h): each refcount equals the number of table
+   entries that name the block, each block is held, free (on the free stack once) or cached and
+   evictable (in the LRU list once, in order), the counts agree, every cached block is in its
+   hash bucket, every sequence has ceil(len / block_size) blocks. A lookup's hit is exact: each
+   block found holds the sequence's token ids in its namespace and follows the one before it.
+   An error changes nothing. */
 #include "fuzz.h"
+#include "../pool_check.h"
 
-enum { MAX_SEQS = 6, MAX_TABLE = 12, MAX_OPS = 300 };
+enum { MAX_SEQS = 6, MAX_TABLE = 12, MAX_OPS = 300, MAX_TOKENS = MAX_TABLE * 8 };
 
 typedef struct world {
     attn_block_pool pool;
-    void *mem;
-    size_t mem_bytes;
+    void *mem, *cache_mem;
+    size_t mem_bytes, cache_bytes;
     attn_seq seq[MAX_SEQS];
     int32_t table[MAX_SEQS][MAX_TABLE];
+    int32_t tok[MAX_SEQS][MAX_TOKENS];  /* each sequence's token ids */
 } world;
 
 /* The invariants, from the tables alone (an independent recount). */
 static void check_invariants(const world *w, const char *after) {
-    const attn_block_pool *p = &w->pool;
-    int nb = p->num_blocks, bs = p->block_size, zero = 0;
-    int32_t *count = (int32_t *)calloc((size_t)nb, sizeof(int32_t));
-    uint8_t *in_stack = (uint8_t *)calloc((size_t)nb, 1);
-    for (int s = 0; s < MAX_SEQS; s++) {
-        const attn_seq *q = &w->seq[s];
-        FZ_REQUIRE(q->len >= 0 && q->num_blocks == (q->len + bs - 1) / bs &&
-                   q->num_blocks <= q->max_blocks,
-                   "after %s: sequence %d has len %lld, %d blocks (block size %d, room %d)", after,
-                   s,
-                   (long long)q->len, q->num_blocks, bs, q->max_blocks);
-        for (int b = 0; b < q->num_blocks; b++) {
-            int32_t id = q->block_table[b];
-            FZ_REQUIRE(id >= 0 &&
-                       id < nb, "after %s: sequence %d names block %d", after, s, (int)id);
-            count[id]++;
-        }
-    }
-    for (int b = 0; b < nb; b++) {
-        FZ_REQUIRE(p->refcount[b] == count[b],
-                   "after %s: block %d has refcount %d, %d tables name it", after, b,
-                   (int)p->refcount[b], (int)count[b]);
-        zero += count[b] == 0;
-    }
-    FZ_REQUIRE(p->num_free == zero, "after %s: num_free %d, %d blocks unreferenced", after,
-               p->num_free, zero);
-    for (int i = 0; i < p->num_free; i++) {
-        int32_t id = p->free_ids[i];
-        FZ_REQUIRE(id >= 0 && id < nb && !in_stack[id] && count[id] == 0,
-                   "after %s: free stack entry %d is block %d (twice, or in use)", after, i,
-                   (int)id);
-        in_stack[id] = 1;
-    }
-    free(count); free(in_stack);
+    attn_seq *seqs[MAX_SEQS];
+    char msg[256];
+    for (int s = 0; s < MAX_SEQS; s++) seqs[s] = (attn_seq *)&w->seq[s];
+    FZ_REQUIRE(pool_check(&w->pool, seqs, MAX_SEQS, msg, sizeof msg), "after %s: %s", after, msg);
+}
+
+/* Blocks no sequence holds (free or evictable): what an allocation can take. */
+static int unheld_blocks(const world *w) {
+    int n = 0;
+    for (int b = 0; b < w->pool.num_blocks; b++) n += w->pool.refcount[b] == 0;
+    return n;
 }
 
 /* Everything an operation may change, to compare after an error. */
 static void snap_world(fz_snaps *s, const world *w) {
     fz_snap(s, "pool struct", &w->pool, sizeof w->pool);
     fz_snap(s, "pool memory", w->mem, w->mem_bytes);
+    if (w->cache_mem) fz_snap(s, "cache memory", w->cache_mem, w->cache_bytes);
     fz_snap(s, "sequences", w->seq, sizeof w->seq);
     fz_snap(s, "tables", w->table, sizeof w->table);
 }
@@ -110,7 +96,10 @@ static void op_append(fz_in *in, world *w, int s, int broken) {
     fz_bad_if(&ex, cow_needed && null_cow, ATTN_ERR_INVALID_ARG);
     int64_t new_blocks = n >= 0 ? blocks_for(q->len + n, bs) : q->num_blocks;
     fz_bad_if(&ex, new_blocks > q->max_blocks, ATTN_ERR_OUT_OF_RANGE);
-    fz_bad_if(&ex, new_blocks - q->num_blocks + cow_needed > p->num_free, ATTN_ERR_OUT_OF_BLOCKS);
+    fz_bad_if(&ex, new_blocks - q->num_blocks + cow_needed > unheld_blocks(w),
+              ATTN_ERR_OUT_OF_BLOCKS);
+    for (int i = 0; i < n && q->len + i < MAX_TOKENS; i++)  /* the new tokens' ids, first */
+        w->tok[s][q->len + i] = fz_int(in, 0, 2);
     /* the model: what is free now, and the table before */
     uint8_t *was_free = (uint8_t *)calloc((size_t)p->num_blocks, 1);
     for (int b = 0; b < p->num_blocks; b++) was_free[b] = p->refcount[b] == 0;
@@ -175,6 +164,7 @@ static void op_fork(fz_in *in, world *w, int s, int broken) {
     fz_bad_if(&ex, broken != 0 || c == s || child->len != 0 || child->num_blocks != 0 ||
               share, ATTN_ERR_INVALID_ARG);
     fz_bad_if(&ex, parent->num_blocks > child->max_blocks, ATTN_ERR_OUT_OF_RANGE);
+    if (c != s && child->len == 0) memcpy(w->tok[c], w->tok[s], sizeof w->tok[s]);
     fz_snaps sn = {0};
     snap_world(&sn, w);
     fz_snap(&sn, "child copy", &shared, sizeof shared);
@@ -234,6 +224,50 @@ static void op_release(fz_in *in, world *w, int s, int broken) {
     fz_snaps_free(&sn);
 }
 
+/* A lookup, sometimes into a sequence given new token ids and a namespace first. */
+static void op_lookup(fz_in *in, world *w, int s, int broken) {
+    attn_block_pool *p = &w->pool;
+    attn_seq *q = &w->seq[s];
+    fz_expect ex = {0};
+    int bs = p->block_size, from = fz_int(in, 0, MAX_SEQS - 1);
+    int64_t prompt = fz_int(in, -1, MAX_TOKENS);
+    if (q->len == 0 && fz_chance(in, 128)) {  /* another's ids (a shared prefix), a few changed */
+        for (int i = 0; i < MAX_TOKENS; i++)
+            w->tok[s][i] = fz_chance(in, 16) ? fz_int(in, 0, 2) : w->tok[from][i];
+        uint64_t ns = (uint64_t)fz_int(in, 0, 1);
+        FZ_REQUIRE(attn_seq_set_tokens(q, fz_chance(in, 8) ? NULL : w->tok[s], ns) == ATTN_OK,
+                   "attn_seq_set_tokens of an empty sequence");
+    }
+    attn_block_pool bp = broken == 1 ? broken_pool(in, p) : *p;
+    attn_seq bq = broken == 2 ? broken_seq(in, q, bs) : *q;
+    fz_bad_if(&ex, broken != 0 || p->cache.num_buckets == 0 || q->len != 0 || q->tokens == NULL ||
+              prompt < 1, ATTN_ERR_INVALID_ARG);
+    int64_t hit_before = p->cache.hit_tokens;
+    fz_snaps sn = {0};
+    snap_world(&sn, w);
+    attn_status st = attn_prefix_cache_lookup(broken == 1 ? &bp : p, broken == 2 ? &bq : q,
+                                              prompt);
+    fz_check_status(&ex, st, "attn_prefix_cache_lookup");
+    fz_unchanged_on_error(&sn, st, "attn_prefix_cache_lookup");
+    if (st == ATTN_OK) {
+        int64_t most = FZ_MIN((prompt - 1) / bs, (int64_t)q->max_blocks) * bs;
+        FZ_REQUIRE(q->len % bs == 0 && q->len <= most && p->cache.hit_tokens - hit_before == q->len,
+                   "attn_prefix_cache_lookup: %lld tokens found of %lld (at most %lld)",
+                   (long long)q->len, (long long)prompt, (long long)most);
+        for (int b = 0; b < q->num_blocks; b++) {
+            int32_t id = q->block_table[b];
+            uint64_t before = b ? p->cache.serial[q->block_table[b - 1]] : 0;
+            FZ_REQUIRE(p->cache.serial[id] != 0 && p->cache.ns[id] == q->cache_ns &&
+                       p->cache.parent[id] == before &&
+                       !memcmp(p->cache.tokens + (size_t)id * (size_t)bs, q->tokens + b * bs,
+                               sizeof(int32_t) * (size_t)bs),
+                       "attn_prefix_cache_lookup: block %d (id %d) is not the sequence's", b,
+                       (int)id);
+        }
+    }
+    fz_snaps_free(&sn);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_in in = {data, size, 0};
@@ -265,6 +299,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    "a fresh pool: %d free, %d used", attn_block_pool_free_count(&w->pool),
                    attn_block_pool_used_count(&w->pool));
     }
+    if (fz_int(&in, 0, 3) != 0) {  /* a prefix cache, sometimes with a weak hash */
+        w->cache_bytes = attn_prefix_cache_bytes(nb, bs);
+        w->cache_mem = fz_alloc(w->cache_bytes);
+        FZ_REQUIRE(attn_prefix_cache_init(&w->pool, w->cache_mem, w->cache_bytes) == ATTN_OK,
+                   "attn_prefix_cache_init on a fresh pool");
+        if (fz_chance(&in, 64)) w->pool.cache.hash_bits = fz_int(&in, 0, 3);
+    }
     for (int s = 0; s < MAX_SEQS; s++) {
         int room = fz_int(&in, 0, MAX_TABLE);
         fz_expect ex = {0};
@@ -281,26 +322,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_snaps_free(&sn);
         }
         if (attn_seq_init(&w->seq[s], room ? w->table[s] : NULL, room) != ATTN_OK) abort();
+        if (attn_seq_set_tokens(&w->seq[s], w->tok[s], (uint64_t)(s % 2)) != ATTN_OK) abort();
     }
     check_invariants(w, "init");
-    static const char *names[4] = {"append", "fork", "truncate", "release"};
+    static const char *names[5] = {"append", "fork", "truncate", "release", "lookup"};
     for (int k = 0; k < MAX_OPS && in.at < in.n; k++) {
-        int op = fz_int(&in, 0, 9), s = fz_int(&in, 0, MAX_SEQS - 1);
+        int op = fz_int(&in, 0, 11), s = fz_int(&in, 0, MAX_SEQS - 1);
         int broken = fz_chance(&in, 12) ? fz_int(&in, 1, 2) : 0;  /* 1: the pool, 2: the sequence */
-        op = op < 5 ? 0 : op < 7 ? 1 : op < 9 ? 2 : 3;
+        op = op < 5 ? 0 : op < 7 ? 1 : op < 9 ? 2 : op < 10 ? 3 : 4;
         switch (op) {
             case 0: op_append(&in, w, s, broken); break;
             case 1: op_fork(&in, w, s, broken); break;
             case 2: op_truncate(&in, w, s, broken); break;
-            default: op_release(&in, w, s, broken); break;
+            case 3: op_release(&in, w, s, broken); break;
+            default: op_lookup(&in, w, s, broken); break;
         }
         check_invariants(w, names[op]);
     }
     for (int s = 0; s < MAX_SEQS; s++) attn_seq_release(&w->pool, &w->seq[s]);
     check_invariants(w, "releasing every sequence");
-    FZ_REQUIRE(w->pool.num_free == nb, "blocks leaked: %d of %d free after releasing everything",
-               w->pool.num_free, nb);
+    FZ_REQUIRE(attn_block_pool_free_count(&w->pool) == nb,
+               "blocks leaked: %d of %d free after releasing everything",
+               attn_block_pool_free_count(&w->pool), nb);
     free(w->mem);
+    free(w->cache_mem);
     free(w);
     return 0;
 }
