@@ -68,8 +68,10 @@ PRE='preemptions [1-9].*forks [1-9].*copies [1-9]'
 FORK="--ignore-eos --chunk 3 -n 2 --blocks 16 --block-size 4"
 check np1_fork   1 "$M2" "$FORK" "$PRE"
 check np2_fork   2 "$M2" "$FORK" "$PRE"
-check np2_system 2 "$M2" "--ignore-eos --chunk 5 -n 2 --blocks 30 --block-size 4 --system you_are_a_helpful_assistant" \
-                 "system prompt of [0-9]+ tokens computed once"
+# a system prompt: found in the prefix cache (the default), or computed once and forked (off)
+SYS="--ignore-eos --chunk 5 -n 2 --blocks 30 --block-size 4 --system you_are_a_helpful_assistant"
+check np2_system     2 "$M2" "$SYS" "prefix cache: [0-9]+ lookups, [1-9][0-9]* of [0-9]+ tokens found cached"
+check np2_system_off 2 "$M2" "$SYS --prefix-cache off" "system prompt of [0-9]+ tokens computed once"
 check np2_sample 2 "$M2" "$FORK --temp 0.8 --top-p 0.9 --seed 7" "$PRE"
 check np2_kv4    2 "$M4" "$FORK" "$PRE"
 check np4_kv4    4 "$M4" "$FORK" "$PRE"
