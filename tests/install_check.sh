@@ -2,9 +2,10 @@
 # install_check.sh B - the packaging as a user meets it: `make install` then a program built
 # with pkg-config's flags; CMake's find_package(attn) after `cmake --install`, and
 # add_subdirectory(). Each consumer includes <attn.h> and needs no library of ours.
-# Prints PASS/FAIL per check, SKIP where pkg-config or cmake is missing, and "N passed, N failed".
+# Prints PASS/FAIL per check, SKIP where pkg-config or cmake is missing, and
+# "N passed, N failed, N skipped".
 B=$(mkdir -p "$1/install" && cd "$1/install" && pwd); root=$(cd "$(dirname "$0")/.." && pwd)
-p=0; f=0
+p=0; f=0; s=0
 check() {  # name, command...
     name=$1; shift
     if out=$("$@" 2>&1); then p=$((p + 1)); echo "PASS $name"
@@ -60,12 +61,12 @@ END
 }
 
 if command -v pkg-config > /dev/null 2>&1; then check make_install_and_pkg_config pc_build
-else echo "SKIP make_install_and_pkg_config: no pkg-config"; fi
+else s=$((s + 1)); echo "SKIP make_install_and_pkg_config: no pkg-config"; fi
 if command -v cmake > /dev/null 2>&1; then
     check cmake_install_and_find_package cmake_find_package
     check cmake_add_subdirectory cmake_subdirectory
 else
-    echo "SKIP cmake checks: no cmake"
+    s=$((s + 2)); echo "SKIP cmake_install_and_find_package, cmake_add_subdirectory: no cmake"
 fi
-echo "$p passed, $f failed"
+echo "$p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]
