@@ -5,7 +5,8 @@
 # ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
 # tile kernels (ATTN_DECODE_TILES); the bench (bench/attn_bench.c) under the same warnings, run
 # on a tiny decode for each of its decode row kinds; checks attn.h's map of itself and the
-# README's and header's copies of examples/quickstart.c (tests/house.sh) and the implementation unit's code-size budget (tests/text_budget.sh).
+# README's and header's copies of examples/quickstart.c (tests/house.sh) and the implementation
+# unit's code-size budget (tests/text_budget.sh).
 # Prints PASS/FAIL per check, SKIP with the reason where one cannot run, and a final
 # "N passed, N failed, N skipped".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
