@@ -17,7 +17,8 @@
 /* The reasons the ISA-specific tests give to SKIP where they cannot run. */
 #define TU_NO_AVX2 "ATTN_ISA_AVX2 does not run here (not x86-64, no AVX2, or ATTN_NO_SIMD)"
 #define TU_NO_AVX512 "ATTN_ISA_AVX512 does not run here (not x86-64, no AVX-512, or ATTN_NO_SIMD)"
-#define TU_NO_TILES "ATTN_ISA_AMX does not run here: no tiles, real or emulated (no AVX2)"
+#define TU_NO_TILES "ATTN_ISA_AMX does not run here: no tiles, real or emulated (not x86-64, " \
+    "no AVX2, or ATTN_NO_SIMD)"
 #define TU_NO_DECODE_TILES "this build has no decode tile kernels (not x86-64, ATTN_NO_SIMD " \
     "or ATTN_NO_AMX)"
 
