@@ -126,10 +126,10 @@ TEST_BUILDS := $(addprefix $(B)/test_,$(CONFIGS)) $(EXAMPLES) $(NEON_TEST) $(EMB
 test-builds: $(TEST_BUILDS)
 test:
 	@$(MAKE) --no-print-directory -j$(JOBS) test-builds
-ifneq ($(ATTN_ONEDNN),1)
-	@echo "=== configurations onednn, onednn_sanitize: SKIPPED (no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev)"
-endif
-	@QEMU_AARCH64="$(if $(NEON_TEST),$(QEMU_AARCH64))" sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
+	@QEMU_AARCH64="$(if $(NEON_TEST),$(QEMU_AARCH64))" \
+	  SKIP_CONFIGS="$(if $(filter 1,$(ATTN_ONEDNN)),,onednn onednn_sanitize)" \
+	  SKIP_WHY="no <oneapi/dnnl/dnnl.h>; apt-get install libdnnl-dev" \
+	  sh tests/run_all.sh $(B) "$(CC)" "$(CXX)" $(CONFIGS)
 
 # Every kernel's output bits against those of revision BASE (tests/bitwise.sh; not part of test).
 BASE ?= 4c678e4

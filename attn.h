@@ -194,6 +194,8 @@
        attn_forward also writes which check failed, naming the field and its values, into
        exec->error_msg when the caller gives one (no global or thread-local state), and
        attn_batch_build into batch->error_msg. ATTN_ASSERT_ON_ERROR stops at the failing check.
+   EXTENDING
+       A new dtype, mask or bias kind, or ISA: the checklists are in docs/EXTENDING.md.
 
    REVISION HISTORY
        0.5.0  (2026-11-29)  paged decode, lean: one kernel body per ISA and cache dtype, its

@@ -21,4 +21,3 @@ int main(void) {
     free(ws);
     return st == ATTN_OK ? 0 : 1;
 }
-

@@ -17,7 +17,7 @@
      CHECK(cond)                              record a failure and carry on
      CHECK_MSG(cond, fmt, ...)                the same, with a printf-style explanation
      REQUIRE(cond), REQUIRE_MSG(cond, fmt, ...)  record a failure and return from the test
-     SKIP(reason)                             mark the test skipped and return
+     SKIP(reason)                             mark the test skipped, say why, and return
      CHECK_EQ_INT(a, b)                       both printed as long long
      CHECK_NEAR(a, b, tol)                    |a-b| <= tol; NaN fails; equal infinities pass
      CHECK_ALLCLOSE(got, want, n, atol, rtol)    float got[n] vs float want[n]
@@ -26,6 +26,9 @@
          same infinity; the report gives the worst element (%.9g) and how many failed
      CHECK_BITEQ(a, b, nbytes)                memcmp; reports the first differing byte
    REQUIRE and SKIP contain `return`, so use them only in the test function itself.
+   Each check counts, passed or failed. A test that ends with no failure, no SKIP and no check
+   made is reported "SKIP name: no checks ran" and counted as skipped, never as passed: a test
+   that cannot run somewhere (a CPU feature, a build flag) calls SKIP with the reason instead.
 
    RUNNER   attn_test_run(list, argc, argv) runs a NULL-terminated list in order.
      positional arguments   substring filters (a test runs when any filter is in its name)
@@ -33,8 +36,8 @@
      -v                     print each passing test's time in ms
    Output (stdout, no colour): "seed N", then per test "PASS name", "SKIP name: reason" or
    "FAIL name" followed by its failure lines (printed as they happen; at most
-   ATTN_TEST_MAX_FAILURE_LINES per test), then "N skipped" when N > 0, and last exactly
-   "%d passed, %d failed". Returns 0 iff nothing failed and at least one test passed.
+   ATTN_TEST_MAX_FAILURE_LINES per test), and last exactly "%d passed, %d failed, %d skipped".
+   Returns 0 iff nothing failed and at least one test passed.
 
    RANDOM DATA   attn_test_seed() is fixed (ATTN_TEST_SEED, default 20261122) and printed, so a
    failure reproduces. attn_test_rand_* is splitmix64: the same on every platform.
@@ -147,6 +150,7 @@ void attn_test__skip(const char *reason);
 static struct {
     const char *name;  /* the running test, NULL outside one */
     int failures;      /* failed checks in it */
+    long checks;       /* checks made in it, passed or failed */
     int skipped;
 } attn_test__cur;
 
@@ -169,6 +173,7 @@ static void attn_test__fail_end(void) {
 }
 
 int attn_test__check(int ok, const char *file, int line, const char *expr) {
+    attn_test__cur.checks++;
     if (!ok && attn_test__fail_begin(file, line)) {
         printf("%s", expr);
         attn_test__fail_end();
@@ -177,6 +182,7 @@ int attn_test__check(int ok, const char *file, int line, const char *expr) {
 }
 
 int attn_test__checkf(int ok, const char *file, int line, const char *expr, const char *fmt, ...) {
+    attn_test__cur.checks++;
     if (!ok && attn_test__fail_begin(file, line)) {
         va_list ap;
         printf("%s: ", expr);
@@ -190,6 +196,7 @@ int attn_test__checkf(int ok, const char *file, int line, const char *expr, cons
 
 int attn_test__eq_int(long long a, long long b, const char *file, int line, const char *expr) {
     int ok = a == b;
+    attn_test__cur.checks++;
     if (!ok && attn_test__fail_begin(file, line)) {
         printf("%s: %lld != %lld", expr, a, b);
         attn_test__fail_end();
@@ -206,6 +213,7 @@ static int attn_test__close(double g, double w, double tol) {
 
 int attn_test__near(double a, double b, double tol, const char *file, int line, const char *expr) {
     int ok = !isnan(a) && !isnan(b) && attn_test__close(a, b, tol);
+    attn_test__cur.checks++;
     if (!ok && attn_test__fail_begin(file, line)) {
         printf("%s: %.9g vs %.9g, |diff| %.3g > tol %.3g", expr, a, b, fabs(a - b), tol);
         attn_test__fail_end();
@@ -217,6 +225,7 @@ int attn_test__allclose(const float *got, const float *want_f, const double *wan
                         double atol, double rtol, const char *file, int line, const char *expr) {
     long i, worst = -1, nfail = 0;
     double worst_excess = 0;
+    attn_test__cur.checks++;
     for (i = 0; i < n; i++) {
         double g = got[i], w = want_f ? (double)want_f[i] : want_d[i];
         double tol = atol + rtol * fabs(w);
@@ -241,6 +250,7 @@ int attn_test__biteq(const void *a, const void *b, long nbytes, const char *file
                      const char *expr) {
     const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
     long i;
+    attn_test__cur.checks++;
     if (nbytes <= 0 || memcmp(a, b, (size_t)nbytes) == 0) return 1;
     for (i = 0; x[i] == y[i]; i++) {}
     if (attn_test__fail_begin(file, line)) {
@@ -313,7 +323,7 @@ int attn_test_run(const attn_test_entry *list, int argc, char **argv) {
         else if (strcmp(argv[i], "-v") == 0) verbose = 1;
         else if (argv[i][0] == '-') {
             printf("usage: %s [--list] [-v] [name-substring ...]\n", argv[0]);
-            printf("0 passed, 1 failed\n");
+            printf("0 passed, 1 failed, 0 skipped\n");
             fflush(stdout);
             return 1;
         }
@@ -330,6 +340,7 @@ int attn_test_run(const attn_test_entry *list, int argc, char **argv) {
         if (!attn_test__selected(t->name, argc, argv)) continue;
         attn_test__cur.name = t->name;
         attn_test__cur.failures = 0;
+        attn_test__cur.checks = 0;
         attn_test__cur.skipped = 0;
         t0 = attn_test__now_ms();
         t->fn();
@@ -341,6 +352,9 @@ int attn_test_run(const attn_test_entry *list, int argc, char **argv) {
             failed++;
         } else if (attn_test__cur.skipped) {
             skipped++;
+        } else if (attn_test__cur.checks == 0) {  /* it ran no check: it proved nothing */
+            printf("SKIP %s: no checks ran\n", t->name);
+            skipped++;
         } else {
             if (verbose) printf("PASS %s (%.3f ms)\n", t->name, t0);
             else printf("PASS %s\n", t->name);
@@ -349,8 +363,7 @@ int attn_test_run(const attn_test_entry *list, int argc, char **argv) {
         fflush(stdout);
     }
     attn_test__cur.name = 0;
-    if (skipped) printf("%d skipped\n", skipped);
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     fflush(stdout);
     return (failed == 0 && passed > 0) ? 0 : 1;
 }

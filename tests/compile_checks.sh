@@ -4,11 +4,13 @@
 # implementation unit, ATTN_STATIC in two units of one program, the decode tests under
 # ATTN_NO_FP8_KERNELS, the ISA tests without the tile kernels (ATTN_NO_AMX), C++ with decode's
 # tile kernels (ATTN_DECODE_TILES); the bench (bench/attn_bench.c) under the same warnings, run
-# on a tiny decode for each of its decode row kinds; checks attn.h's map of itself
-# (tests/house.sh) and the implementation unit's code-size budget (tests/text_budget.sh).
-# Prints PASS/FAIL per check and a final "N passed, N failed".
+# on a tiny decode for each of its decode row kinds; checks attn.h's map of itself and the
+# README's and header's copies of examples/quickstart.c (tests/house.sh) and the implementation
+# unit's code-size budget (tests/text_budget.sh).
+# Prints PASS/FAIL per check, SKIP with the reason where one cannot run, and a final
+# "N passed, N failed, N skipped".
 CC=$1; CXX=$2; B=$3/compile; mkdir -p "$B"
-p=0; f=0
+p=0; f=0; s=0
 check() {  # name, command...
     name=$1; shift
     if out=$("$@" 2>&1); then p=$((p + 1)); echo "PASS $name"; else f=$((f + 1)); echo "FAIL $name"; echo "$out" | head -20; fi
@@ -47,13 +49,15 @@ check header_map_matches_code sh tests/house.sh attn.h
 # it cannot run (no gcc for x86-64)
 out=$(sh tests/text_budget.sh "$3" 2>&1); rc=$?
 case $out in
-    SKIP*) echo "SKIP text_budget: ${out#SKIP: }" ;;
+    SKIP*) s=$((s + 1)); echo "SKIP text_budget: ${out#SKIP: }" ;;
     *) if [ $rc -eq 0 ]; then p=$((p + 1)); echo "PASS text_budget: $(echo "$out" | head -n 1)"
        else f=$((f + 1)); echo "FAIL text_budget"; echo "$out"; fi ;;
 esac
 # every function symbol of that unit found by grepping attn.h for its stem (where it was built)
 if [ -f "$3/text_budget/impl.o" ]; then
     check symbols_found_in_the_header sh tests/house.sh attn.h "$3/text_budget/impl.o"
+else
+    s=$((s + 1)); echo "SKIP symbols_found_in_the_header: no x86-64 unit from text_budget"
 fi
 # the bench: a decode, decode-hot and kv-read row for each of two caches at 1 and 2 threads
 check bench_builds_and_prints_its_decode_rows sh -c "$CC $W -O1 -fopenmp -I. bench/attn_bench.c \
@@ -65,17 +69,21 @@ check decode_tests_without_fp8_kernels sh -c "$CC $W -O2 -DATTN_NO_FP8_KERNELS -
     -o $B/test_no_fp8 -lm && $B/test_no_fp8 decode fp8 paged forward build_info"
 check tests_without_amx sh -c "$CC $W -O2 -DATTN_NO_AMX -I. tests/test_main.c \
     -o $B/test_no_amx -lm && $B/test_no_amx isa_ sdpa_bf16 build_info logits_on_tiles tile_queries"
-if command -v clang >/dev/null 2>&1; then
+if ! command -v clang >/dev/null 2>&1; then
+    s=$((s + 2)); echo "SKIP clang_c99_pedantic, clang_c99_pedantic_unoptimised_O0: no clang"
+else
     check clang_c99_pedantic sh -c "clang $S -Wcomma -O2 -I. -c $B/impl.c -o $B/clang_impl.o && clang $W -O2 -I. $B/decl.c $B/clang_impl.o -o $B/clang_c -lm && $B/clang_c"
     check clang_c99_pedantic_unoptimised_O0 sh -c "clang $W -O0 -I. $B/impl.c $B/decl.c -o $B/clang_c_O0 -lm && $B/clang_c_O0"
 fi
 if printf '#include <oneapi/dnnl/dnnl.h>\n' | $CC -E -x c - >/dev/null 2>&1; then  # the oneDNN engine too
     check cxx_with_onednn sh -c "$CXX -Wall -Wextra -Werror -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.cc -o $B/impl_cc_dnnl -lm -ldnnl && $B/impl_cc_dnnl"
-    if command -v clang >/dev/null 2>&1; then
+    if ! command -v clang >/dev/null 2>&1; then
+        s=$((s + 1)); echo "SKIP clang_c99_pedantic_with_onednn: no clang"
+    else
         check clang_c99_pedantic_with_onednn sh -c "clang $W -O2 -fopenmp -DATTN_USE_ONEDNN -I. $B/impl.c $B/decl.c -o $B/clang_c_dnnl -lm -ldnnl && $B/clang_c_dnnl"
     fi
 else
-    echo "SKIP onednn compile checks: no <oneapi/dnnl/dnnl.h>"
+    s=$((s + 2)); echo "SKIP cxx_with_onednn, clang_c99_pedantic_with_onednn: no <oneapi/dnnl/dnnl.h>"
 fi
-echo "$p passed, $f failed"
+echo "$p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]

@@ -3,7 +3,9 @@
 # banners' tags (in order), the KERNEL NAMES list is exactly the set of ATTN__FN names, and the
 # first line names ATTN_VERSION_STRING; given an object file of the implementation unit (OBJ),
 # also that every function symbol in it is found by grepping attn.h for its stem (the name
-# without the ISA suffix and the compiler's .isra/.constprop/.part/.cold clones).
+# without the ISA suffix and the compiler's .isra/.constprop/.part/.cold clones). Beside a
+# README.md and examples/quickstart.c (the repository), also that the README's quick start and
+# the header's QUICK START (its indentation of seven spaces taken off) are examples/quickstart.c.
 # Usage: sh tests/house.sh [attn.h [OBJ]]. Prints what differs; exit status 0 when all agree.
 H=${1:-attn.h}; OBJ=${2:-}; T=${TMPDIR:-/tmp}/attn_house.$$; rc=0
 sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-z]*\]' > "$T.contents"
@@ -24,6 +26,20 @@ if [ -n "$OBJ" ]; then
     while read -r name; do
         grep -q -- "$name" "$H" || { echo "function symbol not found in $H: $name"; rc=1; }
     done < "$T.syms"
+fi
+D=$(dirname "$H")
+if [ -f "$D/README.md" ] && [ -f "$D/examples/quickstart.c" ]; then
+    # a copy's lines, its trailing blank lines left out
+    body='s == 2 { if ($0 == "") { blank++; next } for (; blank > 0; blank--) print ""; print }'
+    awk '/^## Quick start/ { s = 1; next } s == 1 && /^```c$/ { s = 2; next }
+         s == 2 && /^```$/ { exit } '"$body" "$D/README.md" > "$T.readme"
+    awk '/^   QUICK START/ { s = 2; next } s == 2 && /^   [A-Z]/ { exit } '"$body" "$H" |
+        sed 's/^       //' > "$T.header"
+    for copy in readme header; do
+        if ! diff "$T.$copy" "$D/examples/quickstart.c" > "$T.diff"; then
+            echo "the $copy's quick start (<) is not examples/quickstart.c (>):"; cat "$T.diff"; rc=1
+        fi
+    done
 fi
 rm -f "$T".*
 exit $rc

@@ -4,9 +4,10 @@
 # in them), and a program builds with pkg-config's flags and with find_package(attn); an
 # installed tree moved to another prefix still serves both; add_subdirectory() too. Each
 # consumer includes <attn.h> and needs no library of ours.
-# Prints PASS/FAIL per check, SKIP where pkg-config or cmake is missing, and "N passed, N failed".
+# Prints PASS/FAIL per check, SKIP where pkg-config or cmake is missing, and
+# "N passed, N failed, N skipped".
 B=$(mkdir -p "$1/install" && cd "$1/install" && pwd); root=$(cd "$(dirname "$0")/.." && pwd)
-p=0; f=0
+p=0; f=0; s=0
 check() {  # name, command...: 0 when it passed
     name=$1; shift
     if out=$("$@" 2>&1); then p=$((p + 1)); echo "PASS $name"
@@ -76,8 +77,8 @@ END
 }
 
 have_pc=$(command -v pkg-config); have_cmake=$(command -v cmake)
-[ -n "$have_pc" ] || echo "SKIP the pkg-config consumers: no pkg-config"
-[ -n "$have_cmake" ] || echo "SKIP cmake_install and the find_package consumers: no cmake"
+[ -n "$have_pc" ] || { s=$((s + 4)); echo "SKIP the pkg-config consumers: no pkg-config"; }
+[ -n "$have_cmake" ] || { s=$((s + 9)); echo "SKIP cmake_install, the find_package consumers and add_subdirectory: no cmake"; }
 for inst in make_install cmake_install; do
     [ "$inst" = make_install ] || [ -n "$have_cmake" ] || continue
     rm -rf "$B/pre_$inst"
@@ -89,5 +90,5 @@ for inst in make_install cmake_install; do
     [ -z "$have_cmake" ] || check "${inst}_moved_then_find_package" moved "$inst" fp_consumer
 done
 [ -z "$have_cmake" ] || check cmake_add_subdirectory cmake_subdirectory
-echo "$p passed, $f failed"
+echo "$p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The llama runner tensor-parallel over MPI (examples/llama.c built with mpicc -DLLAMA_MPI), when
-# mpicc and mpirun are on PATH ("skipped" otherwise). Tiny checkpoints from make_checkpoint: 4
+# mpicc and mpirun are on PATH ("SKIP" otherwise). Tiny checkpoints from make_checkpoint: 4
 # heads / 2 KV heads (1 and 2 ranks), and 4 heads / 4 KV heads with hidden 190 (4 ranks; 190 is
 # not a multiple of 4, so the last rank's MLP slice is larger). Prompts served with continuous
 # batching, chunked prefill, forks (-n 2), preemption and a system prompt, 1 thread per rank.
@@ -13,12 +13,12 @@
 # tests/llama_check.sh, 1e-4, and greedy tokens must be the reference's argmax except at near
 # ties (best two within 2e-4). The greedy tokens are also compared with the single-process
 # runner's: identical on these checkpoints (no near ties); with 1 rank the dump is bitwise the
-# single-process one. Last line: "N passed, N failed".
+# single-process one. Last line: "N passed, N failed" (", 1 skipped" follows without MPI).
 # Usage: sh tests/llama_mpi_check.sh BUILD_DIR [CC]
 B=${1:-build}; CC=${2:-cc}
 if ! command -v mpicc > /dev/null 2>&1 || ! command -v mpirun > /dev/null 2>&1; then
-    echo "skipped: mpicc and mpirun are not on PATH (Debian: libopenmpi-dev openmpi-bin)"
-    echo "0 passed, 0 failed"; exit 0
+    echo "SKIP llama_mpi_check: mpicc and mpirun are not on PATH (Debian: libopenmpi-dev openmpi-bin)"
+    echo "0 passed, 0 failed, 1 skipped"; exit 0
 fi
 mkdir -p "$B"
 FLAGS="-std=c99 -pedantic -Wall -Wextra -Werror -O2"

@@ -1,14 +1,22 @@
 #!/bin/sh
 # Runs the suite in every build configuration, the compile checks and the examples, and prints
-# the summed "N passed, N failed" as the very last line. Exit status 0 only when nothing failed.
+# the summed "N passed, N failed, N skipped" as the very last line. Exit status 0 only when
+# nothing failed (and something passed). SKIP_CONFIGS (from the Makefile) names configurations
+# it could not build, and SKIP_WHY says why: each counts as one skipped.
 B=$1; CC=$2; CXX=$3; shift 3
 case $B in /*) ;; *) B=./$B ;; esac  # the build folder, absolute or relative to here
-passed=0; failed=0
-add() {  # add the counts of a "N passed, N failed" line
-    p=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1/p')
-    f=$(echo "$1" | sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\2/p')
-    if [ -z "$p" ]; then failed=$((failed + 1)); else passed=$((passed + p)); failed=$((failed + f)); fi
+passed=0; failed=0; skipped=0
+add() {  # add the counts of a "N passed, N failed" line, or "N passed, N failed, N skipped"
+    n='\([0-9][0-9]*\)'
+    p=$(echo "$1" | sed -n "s/^$n passed, $n failed\(, $n skipped\)\{0,1\}$/\1/p")
+    f=$(echo "$1" | sed -n "s/^$n passed, $n failed\(, $n skipped\)\{0,1\}$/\2/p")
+    s=$(echo "$1" | sed -n "s/^$n passed, $n failed, $n skipped$/\3/p")
+    if [ -z "$p" ]; then failed=$((failed + 1)); return; fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
 }
+for c in ${SKIP_CONFIGS:-}; do
+    echo "=== configuration: $c: SKIP ($SKIP_WHY)"; skipped=$((skipped + 1))
+done
 # Two parts run beside the configurations' suites, as each keeps one core busy at most: the NEON
 # suite under qemu-user (one emulated core) and the compile checks (one compiler at a time). Their
 # output is printed in its place below. Waiting OpenMP threads sleep: the cores are shared.
@@ -26,7 +34,7 @@ for c in "$@"; do
         out=$(OMP_NUM_THREADS=$threads "$B/test_$c" 2>&1); rc=$?
         echo "$out" | grep -v '^PASS ' ; last=$(echo "$out" | tail -n 1)
         add "$last"
-        [ $rc -ne 0 ] && [ -z "$(echo "$last" | grep ' 0 failed$')" ] || true
+        [ $rc -ne 0 ] && [ -z "$(echo "$last" | grep ' 0 failed')" ] || true
     done
 done
 # The NEON pass under qemu-user: the Makefile sets QEMU_AARCH64 only when it could cross-build
@@ -37,7 +45,8 @@ if [ -n "$neon_pid" ]; then
     grep -v '^PASS ' "$B/neon.log"
     add "$(tail -n 1 "$B/neon.log")"
 else
-    echo "skipped: no aarch64 cross toolchain (aarch64-linux-gnu-gcc and qemu-aarch64)"
+    echo "SKIP neon: no aarch64 cross toolchain (aarch64-linux-gnu-gcc and qemu-aarch64)"
+    skipped=$((skipped + 1))
 fi
 echo "=== compile checks"
 wait "$checks_pid"
@@ -68,5 +77,5 @@ echo "=== llama runner tensor-parallel over MPI (tests/llama_mpi_check.sh)"
 out=$(sh tests/llama_mpi_check.sh "$B" "$CC" 2>&1)
 echo "$out" | grep -v '^PASS '
 add "$(echo "$out" | tail -n 1)"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -240,7 +240,7 @@ TEST(sdpa_bf16_pair_kernels_follow_the_cpu) {
     ts_case c; memset(&c, 0, sizeof c);
     c.H = 4; c.Hk = 2; c.D = 64; c.num_seqs = 2; c.lq = lq; c.lk = lk; c.dt = ATTN_BF16;
     c.causal = 1;
-    if (!attn_isa_supported(ATTN_ISA_AVX512)) return;
+    if (!attn_isa_supported(ATTN_ISA_AVX512)) SKIP(TU_NO_AVX512);
     ts_data d;
     ts_make(&c, 830, &d);
     size_t n = (size_t)d.cu_q[c.num_seqs] * c.H * c.D * 2;

@@ -10,11 +10,17 @@
 #define CHECK_STATUS(expr, want)                                                                  \
     do {                                                                                          \
         attn_status got_st_ = (expr), want_st_ = (want);                                          \
-        if (got_st_ != want_st_) {                                                                \
-            CHECK_MSG(0, "%s returned %s, want %s", #expr, attn_status_str(got_st_),              \
-                      attn_status_str(want_st_));                                                 \
-        }                                                                                         \
+        CHECK_MSG(got_st_ == want_st_, "%s returned %s, want %s", #expr,                          \
+                  attn_status_str(got_st_), attn_status_str(want_st_));                           \
     } while (0)
+
+/* The reasons the ISA-specific tests give to SKIP where they cannot run. */
+#define TU_NO_AVX2 "ATTN_ISA_AVX2 does not run here (not x86-64, no AVX2, or ATTN_NO_SIMD)"
+#define TU_NO_AVX512 "ATTN_ISA_AVX512 does not run here (not x86-64, no AVX-512, or ATTN_NO_SIMD)"
+#define TU_NO_TILES "ATTN_ISA_AMX does not run here: no tiles, real or emulated (not x86-64, " \
+    "no AVX2, or ATTN_NO_SIMD)"
+#define TU_NO_DECODE_TILES "this build has no decode tile kernels (not x86-64, ATTN_NO_SIMD " \
+    "or ATTN_NO_AMX)"
 
 /* The ISAs this machine can run, scalar first. */
 static int tu_isas(attn_isa *out) {
