@@ -59,10 +59,12 @@ TEST(prefix_cache_sizes_and_refusals) {
     size_t pb = attn_block_pool_bytes(8), cb = attn_prefix_cache_bytes(8, 4);
     char *pmem = (char *)tu_alloc(pb), *cmem = (char *)tu_alloc(cb + 1);
     attn_block_pool pool;
-    REQUIRE(attn_block_pool_init(&pool, 8, 4, pmem, pb) == ATTN_OK);
-    CHECK(pool.cache.num_buckets == 0 && pool.cache.tokens == NULL);  /* off until attached */
     attn_seq q;
     int32_t table[4], tok[16] = {0};
+    memset(&pool, 0, sizeof pool);  /* the padding too: the struct is compared byte for byte */
+    memset(&q, 0, sizeof q);
+    REQUIRE(attn_block_pool_init(&pool, 8, 4, pmem, pb) == ATTN_OK);
+    CHECK(pool.cache.num_buckets == 0 && pool.cache.tokens == NULL);  /* off until attached */
     attn_seq_init(&q, table, 4);
     CHECK(q.tokens == NULL && q.cache_blocks == 0);
     CHECK_STATUS(attn_seq_set_tokens(&q, tok, 5), ATTN_OK);
