@@ -5693,7 +5693,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m
 }
 #ifdef ATTN__HAVE_E4M3_LUT
 /* The fp8 codes in bytes 0-31 of x as 32 bf16 words, word w the value of code spread[2w] (the
-   decode to f32 and the pair kernels' values: attn__fp8_spread_halves), through the tables t (attn__e4m3_bf16_bytes or
+   decode to f32 and the pair kernels' values: attn__fp8_spread_halves), through the tables t
+   (attn__e4m3_bf16_bytes or
    attn__e5m2_bf16_bytes): the codes spread to both bytes of
    their word (a byte permute), the high bytes looked up (the low ones zeroed), the low bytes
    looked up (the codes kept in the high ones), and a XOR that leaves the high byte's entry
@@ -7377,7 +7378,8 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF p
     ((hb) <= ATTN__HEAD_GROUP ? ATTN__DKT : ATTN__MAX(1, ATTN__DKT * ATTN__HEAD_GROUP / (hb)))
 
 /* part[h][t..t+nk) = per-lane partial dot products of the hb queries (rows Dv apart, read from
-   L1) with keys t..t+nk over Dk dims (a multiple of 2L), the keys from `last` on read as key `last` (their
+   L1) with keys t..t+nk over Dk dims (a multiple of 2L), the keys from `last` on read as key
+   `last` (their
    logits fall past the chunk, where nothing reads them). The nk rows are read side by side, so
    that one query load serves nk keys and each key vector is loaded (decoded) once for the hb
    heads. gcc folds the loads back into the multiply-adds (one load per multiply-add), so
@@ -7708,7 +7710,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    from `heads` in the scratch, block after block (attn__decode_next_block), its rows read as dt
    (a constant after inlining: each format gets its own function, attn__decode_chunk_f32 ..).
    Blocks of two and eight are fp8's, whose decode the heads of a block share (f16, bf16 and f32
-   rows in blocks of eight measured no faster than two of four). The prefetch cursor goes in and
+   rows take fours: docs/PERF.md#decode-design). The prefetch cursor goes in and
    out by value, so its address never leaves the function and it lives in registers: vector
    stores may alias anything, so by pointer each of its steps would be a load and a store in the
    inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
@@ -7734,13 +7736,15 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
 /* The same on the pair kernels, in blocks of four (and eight over fp8 rows) heads: the queries
    as bf16 at the start of their rows, unscaled (the logits take the scale); the probabilities as
    bf16 at the start of theirs (attn__decode_probs_bf16). */
-ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_pair_chunk_dt)(
+ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE attn__decode_ahead
+ATTN__FN(attn__decode_pair_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
     const int Dv = P->Dv, ps = 2 * ATTN__DECODE_PSTRIDE;
-    const int widths = dt == ATTN__FMT_BF16 ? ATTN__HEAD_GROUP : ATTN__HEAD_GROUP | ATTN__WIDE_GROUP;
+    const int widths =
+            dt == ATTN__FMT_BF16 ? ATTN__HEAD_GROUP : ATTN__HEAD_GROUP | ATTN__WIDE_GROUP;
     const float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     const int e5m2 = P->kv_dtype == ATTN_FP8_E5M2;
     for (int h = 0, hb; h < P->G; h += hb) {
@@ -8219,7 +8223,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pass)(const attn__decode_pla
 /* Softmax of one head's logits over the partition's keys [lo, lo + n), all visible to the query
    at pos: applies the logits transform (its scalar instance, in every pass), returns m and l,
    leaves exp(s - m) in place. */
-ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h, int64_t pos,
+ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_softmax)(const attn__decode_plan *P, int h,
+                                                                int64_t pos,
                                                   int64_t lo, int n, float *ATTN_RESTRICT s,
                                                   float *m_out, float *l_out) {
     attn__logits T = P->logits;
@@ -8248,7 +8253,8 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_softmax)(const attn__dec
 /* Queries of the G heads of KV head g as f32 times mul into the rows of q[Gs][Dv] (padded heads
    and dims 0: any block the kernels run reads zeros past G) - or, for the pair kernels, as their
    bf16 values at the start of each row; the output accumulators o[Gs][Dv] 0. */
-ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P, int seq, int g,
+ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__decode_plan *P,
+                                                               int seq, int g,
                                                  float mul,
                                                  float *q, float *o) {
     int G = P->G, D = P->D, Dv = P->Dv, pairs = ATTN__FN(attn__decode_pairs)(P), h, d;
