@@ -14,6 +14,14 @@ typedef struct tmu_snap {
     float key[TSV_BLOCKS * TSV_BS * TSV_KW], value[TSV_BLOCKS * TSV_BS * TSV_KW];
 } tmu_snap;
 
+/* Default settings that write the failing check's message into msg (msg_bytes). */
+static attn_exec tmu_exec_with_msg(char *msg, size_t msg_bytes) {
+    attn_exec ex;
+    memset(&ex, 0, sizeof ex);
+    ex.error_msg = msg; ex.error_msg_bytes = msg_bytes;
+    return ex;
+}
+
 static void tmu_take(const tsv_world *w, tmu_snap *s) {
     memcpy(s->refcount, w->pool.refcount, sizeof s->refcount);
     memcpy(s->free_ids, w->pool.free_ids, sizeof s->free_ids);
@@ -122,8 +130,7 @@ TEST(misuse_forward_refuses_blocks_not_in_use_or_twice) {
     static tsv_world w;
     static tmu_snap snap;
     char msg[256];
-    attn_exec ex; memset(&ex, 0, sizeof ex);
-    ex.error_msg = msg; ex.error_msg_bytes = sizeof msg;
+    attn_exec ex = tmu_exec_with_msg(msg, sizeof msg);
     REQUIRE(tsv_init(&w));
     { int who[] = {0, 1}, nn[] = {9, 6}; tsv_step(&w, who, nn, 2); }
     { int who[] = {0, 1}, nn[] = {1, 1}; REQUIRE(tsv_build(&w, who, nn, 2) == ATTN_OK); }
@@ -163,8 +170,7 @@ TEST(misuse_null_slot_mapping_needs_profile_run) {
     static tsv_world w;
     static tmu_snap snap;
     char msg[256];
-    attn_exec ex; memset(&ex, 0, sizeof ex);
-    ex.error_msg = msg; ex.error_msg_bytes = sizeof msg;
+    attn_exec ex = tmu_exec_with_msg(msg, sizeof msg);
     REQUIRE(tsv_init(&w));
     { int who[] = {0}, nn[] = {6}; tsv_step(&w, who, nn, 1); }
     { int who[] = {0}, nn[] = {1}; REQUIRE(tsv_build(&w, who, nn, 1) == ATTN_OK); }
@@ -260,8 +266,7 @@ TEST(misuse_every_forward_refusal_has_a_message) {
         attn_metadata md = base;
         attn_layer L = layer;
         attn_kv_cache c = cache;
-        attn_exec ex; memset(&ex, 0, sizeof ex);
-        ex.error_msg = msg; ex.error_msg_bytes = sizeof msg;
+        attn_exec ex = tmu_exec_with_msg(msg, sizeof msg);
         attn_rows rq = {w.q, ATTN_F32, 0}, rk = {w.k, ATTN_F32, 0};
         attn_rows rv = {w.v, ATTN_F32, 0}, ro = {w.out, ATTN_F32, 0};
         const attn_layer *lp = &L;
