@@ -4811,10 +4811,12 @@ ATTN__PRIVATE attn_status attn__forward_data_check(const attn_metadata *md,
         ATTN__CHECKF(m, query.data && out.data, ATTN_ERR_INVALID_ARG,
                      "%s.data is NULL with %d prefill and %d decode tokens",
                      query.data ? "out" : "query", f->prefill_tokens, f->decodes);
-    if (!f->paged_prefill && f->prefill_tokens > 0)  /* the prefills read their own rows */
+    /* the prefills read their own rows: the query tokens' (self) or the encoder tokens' (cross) */
+    int kv_rows = f->cross ? md->num_encoder_tokens : f->prefill_tokens;
+    if (!f->paged_prefill && f->prefill_tokens > 0 && kv_rows > 0)
         ATTN__CHECKF(m, key.data && value.data, ATTN_ERR_INVALID_ARG,
-                     "%s.data is NULL but the prefills read their keys and values from the rows",
-                     key.data ? "value" : "key");
+                     "%s.data is NULL but the prefills read %d keys and values from the rows",
+                     key.data ? "value" : "key", kv_rows);
     return ATTN_OK;
 }
 

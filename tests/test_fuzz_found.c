@@ -116,8 +116,58 @@ TEST(fuzz_found_forward_negative_table_stride) {
     CHECK_EQ_INT(attn_forward(&L, &e, rq, rk, rk, &c, &md, ro, ws, sizeof ws), ATTN_OK);
 }
 
+/* Cross attention (ENCODER_DECODER) whose prefill gives key rows, no value rows and no encoder
+   tokens: nothing is read from the rows, so the call runs (the check counted the decoder's query
+   tokens instead of the encoder tokens the rows hold). The same call with two encoder tokens is
+   refused with a message that names value.data, and writes nothing. */
+TEST(fuzz_found_forward_cross_no_encoder_tokens) {
+    enum { D = 4, BS = 4, DEC = 3 };
+    static float key[2 * BS * D], value[2 * BS * D];
+    attn_kv_cache c;
+    memset(&c, 0, sizeof c);
+    c.key = key; c.value = value;
+    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = 1; c.head_size = D;
+    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.num_heads = p.num_kv_heads = 1; p.head_size = D;
+    attn_layer L;
+    REQUIRE(attn_layer_init(&L, &p, ATTN_ENCODER_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    float q[DEC * D], k[2 * D] = {1, 2, 3, 4, -1, 0.5f, 0, 2}, out[DEC * D], before[DEC * D];
+    for (int i = 0; i < DEC * D; i++) {
+        q[i] = 0.25f * (float)(i % 5) - 0.5f;
+        out[i] = before[i] = 7;
+    }
+    int32_t dec_loc[2] = {0, DEC}, dec_lens[1] = {DEC}, enc_lens[1] = {0}, enc_loc[2] = {0, 0};
+    int32_t table[1] = {1};
+    int64_t slots[2] = {BS, BS + 1};
+    attn_metadata md;
+    memset(&md, 0, sizeof md);
+    md.num_prefills = 1; md.num_prefill_tokens = DEC; md.query_start_loc = dec_loc;
+    md.seq_lens = dec_lens; md.encoder_seq_lens = enc_lens; md.encoder_start_loc = enc_loc;
+    md.cross_slot_mapping = slots; md.cross_block_tables = table; md.max_cross_blocks_per_seq = 1;
+    attn_rows rq = {q, ATTN_F32, 0}, rk = {k, ATTN_F32, 0}, none = {NULL, ATTN_F32, 0},
+              ro = {out, ATTN_F32, 0};
+    char msg[256] = "";
+    attn_exec e = tu_exec(ATTN_ISA_AUTO, 1);
+    e.error_msg = msg; e.error_msg_bytes = sizeof msg;
+    static char ws[1 << 20];
+    CHECK_EQ_INT(attn_forward(&L, &e, rq, rk, none, &c, &md, ro, ws, sizeof ws), ATTN_OK);
+    double want[DEC * D];
+    ref_attention(&p, 0, DEC, 0, q, 0, k, 0, k, 0, want, NULL);
+    CHECK_ALLCLOSE_D(out, want, DEC * D, 0, 0);
+    enc_lens[0] = 2; enc_loc[1] = 2; md.num_encoder_tokens = 2;
+    memcpy(out, before, sizeof out);
+    CHECK_EQ_INT(attn_forward(&L, &e, rq, rk, none, &c, &md, ro, ws, sizeof ws),
+                 ATTN_ERR_INVALID_ARG);
+    CHECK(strstr(msg, "value.data is NULL") != NULL);
+    CHECK(memcmp(out, before, sizeof out) == 0);
+    for (int i = 0; i < 2 * BS * D; i++) CHECK(key[i] == 0 && value[i] == 0);
+}
+
 #define TEST_FUZZ_FOUND_LIST                                                                      \
     ATTN_TEST_ENTRY(fuzz_found_decode_heads_int_max),                                             \
     ATTN_TEST_ENTRY(fuzz_found_bias_no_keys_null),                                                \
     ATTN_TEST_ENTRY(fuzz_found_forward_decode_null_tables),                                       \
-    ATTN_TEST_ENTRY(fuzz_found_forward_negative_table_stride)
+    ATTN_TEST_ENTRY(fuzz_found_forward_negative_table_stride),                                    \
+    ATTN_TEST_ENTRY(fuzz_found_forward_cross_no_encoder_tokens)
