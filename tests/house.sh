@@ -5,7 +5,8 @@
 # also that every function symbol in it is found by grepping attn.h for its stem (the name
 # without the ISA suffix and the compiler's .isra/.constprop/.part/.cold clones). Beside a
 # README.md and examples/quickstart.c (the repository), also that the README's quick start and
-# the header's QUICK START (its indentation of seven spaces taken off) are examples/quickstart.c.
+# the header's QUICK START (its indentation of seven spaces taken off) are examples/quickstart.c,
+# and that the front door stays small: README.md at most 16 KB, docs/PERF.md at most 60 KB.
 # Usage: sh tests/house.sh [attn.h [OBJ]]. Prints what differs; exit status 0 when all agree.
 H=${1:-attn.h}; OBJ=${2:-}; T=${TMPDIR:-/tmp}/attn_house.$$; rc=0
 sed -n '/^\/\* CONTENTS/,/\*\/$/p' "$H" | grep -o '\[[0-9A-Z][a-z]*\]' > "$T.contents"
@@ -41,5 +42,12 @@ if [ -f "$D/README.md" ] && [ -f "$D/examples/quickstart.c" ]; then
         fi
     done
 fi
+# the user's manual and the performance log within their sizes (bytes), where they are
+for limit in README.md:16384 docs/PERF.md:61440; do
+    f="$D/${limit%%:*}"; max=${limit#*:}
+    [ -f "$f" ] || continue
+    size=$(wc -c < "$f")
+    if [ "$size" -gt "$max" ]; then echo "${f#./} is $size bytes, more than its $max"; rc=1; fi
+done
 rm -f "$T".*
 exit $rc
