@@ -2091,9 +2091,10 @@ ATTN__PRIVATE int attn__decode_padded_heads(int G, int hb) {
    widths the kernels compile for the rows' format (bits 1, 2, 4, 8: attn__kernels.decode_widths,
    fewer for some formats): eights for more than four heads left, else fours, for G > 2; for
    G = 1 and 2 blocks of that many heads, or of one. A block's heads past G are padding (their
-   queries are 0 and nothing reads their logits): a pass over the rows for the last few heads
-   costs more than padded multiply-adds (G = 5 as 4 + 1: 0.65-0.87x 8 padded, and 6 as 4 + 2 or
-   4 + 1 + 1: 0.72-0.89x, docs/PERF.md#decode-design). */
+   queries are 0 and nothing reads their logits; over fp8 rows the kernels skip their
+   multiply-adds, elsewhere they run them): another pass over the rows for the last few heads
+   costs more than padding (G = 5 as 4 + 1: 0.65-0.87x 8 padded, and 6 as 4 + 2 or 4 + 1 + 1:
+   0.72-0.89x, docs/PERF.md#decode-design). */
 ATTN__PRIVATE int attn__decode_next_block(int G, int left, int widths) {
     if ((widths & 8) && left > 4) return 8;
     if ((widths & 4) && G > 2) return 4;
@@ -7334,15 +7335,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_zero)(ATTN__VF acc[]
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VZERO();
 }
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_parts_store)(ATTN__VF acc[][ATTN__DKT],
-                                                                   int hb, int t, int nk,
+                                                                   int hb, int na, int t, int nk,
                                                                    ATTN__VF part[][ATTN__L]) {
     int h, c;
     if (ATTN__FN(attn__decode_keys_paired)(hb, nk)) {
-        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 2)
                 part[h][(t + c) % ATTN__L / 2] = ATTN__VPAIR_SUMS(acc[h][c], acc[h][c + 1]);
     } else {
-        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+        ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) part[h][(t + c) % ATTN__L] = acc[h][c];
     }
 }
@@ -7386,9 +7387,10 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_reduce_parts)(ATTN__VF p
    that one query load serves nk keys and each key vector is loaded (decoded) once for the hb
    heads. gcc folds the loads back into the multiply-adds (one load per multiply-add), so
    ATTN__VKEEP holds each query vector in a register for the nk keys; not for e4m3's decode with
-   its NaN fix, which needs the registers (docs/PERF.md#decode-query-loads). */
+   its NaN fix, which needs the registers (docs/PERF.md#decode-query-loads). Of the block's hb
+   heads the first na are computed; the others are padding, without multiply-adds. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATTN_RESTRICT q,
-                                                                int Dv, int hb,
+                                                                int Dv, int hb, int na,
                                                                 const void *k, attn__format dt,
                                                                 size_t stride, int Dk, int t,
                                                                 int nk, int last,
@@ -7397,13 +7399,13 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT], k0[ATTN__DKT], k1[ATTN__DKT];
     size_t row[ATTN__DKT];
     int h, c, d;
-    ATTN__FN(attn__decode_parts_zero)(acc, hb, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, hb);
+    ATTN__FN(attn__decode_parts_zero)(acc, na, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * Dk, na);
     ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) row[c] = (size_t)ATTN__MIN(t + c, last) * stride;
     for (d = 0; d < Dk; d += 2 * ATTN__L) {
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
             ATTN__FN(attn__decode_load2)(k, dt, row[c] + d, &k0[c], &k1[c]);
-        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
+        ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1) {
             ATTN__VF q0 = ATTN__VLOAD(q + (size_t)h * Dv + d),
                      q1 = ATTN__VLOAD(q + (size_t)h * Dv + d + ATTN__L);
             if (dt != ATTN__FMT_E4M3) { ATTN__VKEEP(q0); ATTN__VKEEP(q1); }
@@ -7413,7 +7415,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
             }
         }
     }
-    ATTN__FN(attn__decode_parts_store)(acc, hb, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hb, na, t, nk, part);
 }
 
 /* logits[h][t] = q_h . k_t (t < n) for the hb heads of a block (hb and dt constants after
@@ -7422,7 +7424,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot_keys)(const float *ATT
    have room past n). Whole steps of nk keys only, a chunk's last step filled with its last key
    (one loop to compile, not a second for the odd keys). */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_logits)(const float *ATTN_RESTRICT q, int Dv,
-                                                              int hb, const void *k,
+                                                              int hb, int na, const void *k,
                                                               attn__format dt, size_t stride,
                                                               int n, int Dk,
                                                               float *ATTN_RESTRICT logits,
@@ -7432,9 +7434,9 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_logits)(const float *ATTN_
     for (int t0 = 0; t0 < n; t0 += ATTN__L) {
         int m = ATTN__MIN(ATTN__L, n - t0), t;
         for (t = 0; t < m; t += nk)
-            ATTN__FN(attn__decode_dot_keys)(q, Dv, hb, k, dt, stride, Dk, t0 + t, nk, n - 1, part,
-                                            ahead);
-        ATTN__FN(attn__decode_reduce_parts)(part, hb, ATTN__FN(attn__decode_keys_paired)(hb, nk),
+            ATTN__FN(attn__decode_dot_keys)(q, Dv, hb, na, k, dt, stride, Dk, t0 + t, nk, n - 1,
+                                            part, ahead);
+        ATTN__FN(attn__decode_reduce_parts)(part, na, ATTN__FN(attn__decode_keys_paired)(hb, nk),
                                             t, m, 1.0f, logits + t0);
     }
 }
@@ -7445,7 +7447,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc,
                                                               const float *ATTN_RESTRICT p, int t,
                                                               const void *v, attn__format dt,
                                                               size_t stride, int d0,
-                                                              int nv, int hb, int nvmax) {
+                                                              int nv, int na, int nvmax) {
     ATTN__VF vv[ATTN__DACC];
     int h, c;
     ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 2) {
@@ -7453,7 +7455,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_key)(ATTN__VF *acc,
         vv[c] = vv[c + 1] = ATTN__VZERO();
         if (c < nv) ATTN__FN(attn__decode_load2)(v, dt, at, &vv[c], &vv[c + 1]);
     }
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1) {
         ATTN__VF w = ATTN__VSET1(p[(size_t)h * ATTN__DECODE_PSTRIDE + t]);
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) acc[h * nvmax + c] = ATTN__VFMA(w, vv[c], acc[h * nvmax + c]);
@@ -7469,23 +7471,23 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
                                                                   int n,
                                                                   const void *v, attn__format dt,
                                                                   size_t stride,
-                                                                  int d0, int nv, int hb,
+                                                                  int d0, int nv, int na,
                                                                   int nvmax, int Dv,
                                                                   float *ATTN_RESTRICT o,
                                                                   attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, c, t;
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             acc[h * nvmax + c] = c < nv ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + c * ATTN__L)
                 : ATTN__VZERO();
     for (t = 0; t < n; t += 2) {
         int two = t + 1 < n;
-        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * ATTN__L, hb);
-        ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, hb, nvmax);
-        if (two) ATTN__FN(attn__decode_pv_key)(acc, p, t + 1, v, dt, stride, d0, nv, hb, nvmax);
+        ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * ATTN__L, na);
+        ATTN__FN(attn__decode_pv_key)(acc, p, t, v, dt, stride, d0, nv, na, nvmax);
+        if (two) ATTN__FN(attn__decode_pv_key)(acc, p, t + 1, v, dt, stride, d0, nv, na, nvmax);
     }
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(c, nvmax, ATTN__DACC, 1)
             if (c < nv) ATTN__VSTORE(o + (size_t)h * Dv + d0 + c * ATTN__L, acc[h * nvmax + c]);
 }
@@ -7498,14 +7500,15 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pv_cols_nv)(const float *A
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_values)(const float *ATTN_RESTRICT p, int n,
                                                               const void *v, attn__format dt,
                                                               size_t stride, int Dk, int Dv,
-                                                              int hb, float *ATTN_RESTRICT o,
+                                                              int hb, int na,
+                                                              float *ATTN_RESTRICT o,
                                                               attn__decode_ahead *ahead) {
     const int seg = ATTN__MIN(8, ATTN__DACC / hb);
     int d = 0;
     for (; d + seg * ATTN__L <= Dk; d += seg * ATTN__L)
-        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, seg, hb, seg, Dv, o, ahead);
+        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, seg, na, seg, Dv, o, ahead);
     for (; seg > 2 && d < Dk; d += 2 * ATTN__L)  /* seg 2: no rest (a constant test) */
-        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, 2, hb, 2, Dv, o, ahead);
+        ATTN__FN(attn__decode_pv_cols_nv)(p, n, v, dt, stride, d, 2, na, 2, Dv, o, ahead);
 }
 
 #if ATTN__HAS_DOT2
@@ -7559,31 +7562,32 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_val
    vector once for the nk keys. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_keys)(
     const uint16_t *qm, int qs, int nv, const void *k, attn__format dt, int e5m2, size_t stride,
-    int t, int nk, int last, int hb, ATTN__VF part[][ATTN__L], attn__decode_ahead *ahead) {
+    int t, int nk, int last, int hb, int na, ATTN__VF part[][ATTN__L],
+    attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__WIDE_GROUP][ATTN__DKT];
     size_t row[ATTN__DKT];
     int h, c, i;
-    ATTN__FN(attn__decode_parts_zero)(acc, hb, nk);
-    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, hb);
+    ATTN__FN(attn__decode_parts_zero)(acc, na, nk);
+    ATTN__FN(attn__decode_ahead_step)(ahead, nk * nv * 2 * ATTN__L, na);
     ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) row[c] = (size_t)ATTN__MIN(t + c, last) * stride;
     for (i = 0; i < nv; i++) {
         ATTN__VI kv[ATTN__DKT];
         ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1)
             kv[c] = ATTN__FN(attn__decode_dot2_row)(k, dt, e5m2,
                                                     row[c] + (size_t)i * 2 * ATTN__L);
-        ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
+        ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1) {
             ATTN__VI qv = ATTN__VLOADI(qm + (size_t)h * qs + (size_t)i * 2 * ATTN__L);
             ATTN__UNROLL_UPTO(c, nk, ATTN__DKT, 1) acc[h][c] = ATTN__VDOT2(acc[h][c], kv[c], qv);
         }
     }
-    ATTN__FN(attn__decode_parts_store)(acc, hb, t, nk, part);
+    ATTN__FN(attn__decode_parts_store)(acc, hb, na, t, nk, part);
 }
 
-/* logits[h][t] = mul * q_h . k_t (t < n) for the hb heads of a block, q as bf16 rows qs apart
-   (hb and dt constants after inlining). */
+/* logits[h][t] = mul * q_h . k_t (t < n) for the first na of the hb heads of a block, q as bf16
+   rows qs apart (hb and dt constants after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_logits)(
     const uint16_t *q, int qs, const void *k, attn__format dt, int e5m2, size_t stride, int n,
-    int Dk, float mul, int hb, float *ATTN_RESTRICT logits, attn__decode_ahead *ahead) {
+    int Dk, float mul, int hb, int na, float *ATTN_RESTRICT logits, attn__decode_ahead *ahead) {
     ATTN__VF part[ATTN__WIDE_GROUP][ATTN__L];
     const int nk = ATTN__DECODE_STEP_KEYS(hb);  /* even: the steps' keys are paired */
     int nv = Dk / (2 * ATTN__L), t0;
@@ -7591,8 +7595,8 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_log
         int m = ATTN__MIN(ATTN__L, n - t0), t;
         for (t = 0; t < m; t += nk)
             ATTN__FN(attn__decode_dot2_keys)(q, qs, nv, k, dt, e5m2, stride, t0 + t, nk, n - 1, hb,
-                                             part, ahead);
-        ATTN__FN(attn__decode_reduce_parts)(part, hb, 1, t, m, mul, logits + t0);
+                                             na, part, ahead);
+        ATTN__FN(attn__decode_reduce_parts)(part, na, 1, t, m, mul, logits + t0);
     }
 }
 
@@ -7600,17 +7604,17 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_log
    last key t, paired with a zero row and weight. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_step)(
     ATTN__VF *acc, const uint16_t *p, int ps, int t, int two, const void *v, attn__format dt,
-    int e5m2, size_t stride, int d0, int nv, int hb, int nvmax, attn__decode_ahead *ahead) {
+    int e5m2, size_t stride, int d0, int nv, int na, int nvmax, attn__decode_ahead *ahead) {
     ATTN__VI lo[ATTN__DACC / 2], hi[ATTN__DACC / 2];
     int h, i;
-    ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, hb);  /* rows read */
+    ATTN__FN(attn__decode_ahead_step)(ahead, (1 + two) * nv * 2 * ATTN__L, na);  /* rows read */
     ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC / 2, 1) {
         size_t at = (size_t)t * stride + d0 + (size_t)i * 2 * ATTN__L;
         lo[i] = hi[i] = ATTN__VZEROI();
         if (i < nv)
             ATTN__FN(attn__decode_dot2_values)(v, dt, e5m2, at, stride, two, &lo[i], &hi[i]);
     }
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1) {
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1) {
         const uint16_t *ph = p + (size_t)h * ps + t;
         ATTN__VI w = ATTN__VSET1I((uint32_t)ph[0] | (two ? (uint32_t)ph[1] << 16 : 0u));
         ATTN__UNROLL_UPTO(i, nvmax, ATTN__DACC / 2, 1)
@@ -7622,39 +7626,40 @@ ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_
     }
 }
 
-/* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for hb heads, pairs of keys at a
-   time (an odd last key pairs with a zero row and weight); p holds bf16 rows ps apart. The
-   2 * hb * nvmax accumulators stay in registers (hb, nvmax, dt constants after inlining). */
+/* o[h] += sum_t p[h][t] v_t over dims [d0, d0 + nv * 2L) for the na active heads of a block,
+   pairs of keys at a time (an odd last key pairs with a zero row and weight); p holds bf16 rows
+   ps apart. The 2 * na * nvmax accumulators stay in registers (na at most the block's width,
+   nvmax and dt constants after inlining). */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_dot2_pv_cols)(
     const uint16_t *p, int ps, int n, const void *v, attn__format dt, int e5m2, size_t stride,
-    int d0, int nv, int hb, int nvmax, int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+    int d0, int nv, int na, int nvmax, int Dv, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     ATTN__VF acc[ATTN__DACC];
     int h, i, t;
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
             acc[h * 2 * nvmax + i] = i < 2 * nv
                 ? ATTN__VLOAD(o + (size_t)h * Dv + d0 + i * ATTN__L) : ATTN__VZERO();
     for (t = 0; t + 1 < n; t += 2)
-        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 1, v, dt, e5m2, stride, d0, nv, hb,
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 1, v, dt, e5m2, stride, d0, nv, na,
                                             nvmax, ahead);
     if (t < n)
-        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 0, v, dt, e5m2, stride, d0, nv, hb,
+        ATTN__FN(attn__decode_dot2_pv_step)(acc, p, ps, t, 0, v, dt, e5m2, stride, d0, nv, na,
                                             nvmax, ahead);
-    ATTN__UNROLL_UPTO(h, hb, ATTN__WIDE_GROUP, 1)
+    ATTN__UNROLL_UPTO(h, na, ATTN__WIDE_GROUP, 1)
         ATTN__UNROLL_UPTO(i, 2 * nvmax, ATTN__DACC, 1)
             if (i < 2 * nv)
                 ATTN__VSTORE(o + (size_t)h * Dv + d0 + i * ATTN__L, acc[h * 2 * nvmax + i]);
 }
 
-/* P.V for the hb heads of a block on the pair kernels: column segments of DACC / (2 hb) vector
-   pairs, each pair of rows decoded once for the hb heads. */
+/* P.V for the first na of the hb heads of a block on the pair kernels: column segments of
+   DACC / (2 hb) vector pairs, each pair of rows decoded once for the block's heads. */
 ATTN__DOT2_TARGET ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_pair_values)(
     const uint16_t *p, int ps, int n, const void *v, attn__format dt, int e5m2, size_t stride,
-    int Dk, int Dv, int hb, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
+    int Dk, int Dv, int hb, int na, float *ATTN_RESTRICT o, attn__decode_ahead *ahead) {
     const int seg = ATTN__DACC / (2 * hb), w = 2 * ATTN__L;
     for (int d = 0; d < Dk; d += seg * w)
         ATTN__FN(attn__decode_dot2_pv_cols)(p, ps, n, v, dt, e5m2, stride, d,
-                                            ATTN__MIN(seg, (Dk - d) / w), hb, seg, Dv, o, ahead);
+                                            ATTN__MIN(seg, (Dk - d) / w), na, seg, Dv, o, ahead);
 }
 
 /* A head's probabilities p[0, n) rounded to bf16 (RNE) in place, at the start of the row. */
@@ -7699,20 +7704,24 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 #endif
 
 /* The kernels of the HB heads (a constant) from h, on the vector kernels. */
-#define ATTN__DECODE_BLOCK(HB)                                                                     \
+#define ATTN__DECODE_BLOCK(HB, NA)                                                                 \
     if (kind == 0)                                                                                 \
-        ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), r.base, dt, r.stride,   \
-                                      n, Dk, sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t,       \
-                                      ahead);                                                      \
+        ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), ATTN__MIN((NA), (HB)),  \
+                                      r.base, dt, r.stride, n, Dk,                                 \
+                                      sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, ahead);      \
     else                                                                                           \
         ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n, r.base,   \
-                                      dt, r.stride, Dk, Dv, (HB), sc->o + (heads + h) * Dv, ahead);
+                                      dt, r.stride, Dk, Dv, (HB), ATTN__MIN((NA), (HB)),           \
+                                      sc->o + (heads + h) * Dv, ahead);
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G heads
    from `heads` in the scratch, block after block (attn__decode_next_block), its rows read as dt
    (a constant after inlining: each format gets its own function, attn__decode_chunk_f32 ..).
    Blocks of two and eight are fp8's, whose decode the heads of a block share (f16, bf16 and f32
-   rows take fours: docs/PERF.md#decode-design). The prefetch cursor goes in and
+   rows take fours: docs/PERF.md#decode-design). Over fp8 rows a block's padded heads (past G)
+   are skipped at run time, the block's width still a constant: fp8's decode is
+   arithmetic-bound, and G = 3, 5, 6, 7 ran 1.1-1.4x faster so; the other formats' blocks stay
+   constant (their run-time counts would add 21 KB of code). The prefetch cursor goes in and
    out by value, so its address never leaves the function and it lives in registers: vector
    stores may alias anything, so by pointer each of its steps would be a load and a store in the
    inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
@@ -7721,14 +7730,15 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
-    const int Dv = P->Dv, widths = ATTN__DECODE_WIDTHS &
-                                   (ATTN__FN(attn__decode_fp8)(dt) ? ~0 : 1 | ATTN__HEAD_GROUP);
-    for (int h = 0, hb; h < P->G; h += hb) {
+    const int Dv = P->Dv, fp8 = ATTN__FN(attn__decode_fp8)(dt),
+              widths = ATTN__DECODE_WIDTHS & (fp8 ? ~0 : 1 | ATTN__HEAD_GROUP);
+    for (int h = 0, hb, na; h < P->G; h += hb) {
         hb = attn__decode_next_block(P->G, P->G - h, widths);
-        if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8) }
-        else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4) }
-        else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2) }
-        else { ATTN__DECODE_BLOCK(1) }
+        na = fp8 ? ATTN__MAX(1, P->G - h) : ATTN__HEAD_GROUP;  /* heads past na: padding */
+        if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8, na) }
+        else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4, na) }
+        else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2, 2) }
+        else { ATTN__DECODE_BLOCK(1, 1) }
     }
     return cursor;
 }
@@ -7749,18 +7759,19 @@ ATTN__FN(attn__decode_pair_chunk_dt)(
             dt == ATTN__FMT_BF16 ? ATTN__HEAD_GROUP : ATTN__HEAD_GROUP | ATTN__WIDE_GROUP;
     const float k_mul = P->q_mul * ATTN__FN(attn__decode_fold)(P, P->k_scale);
     const int e5m2 = P->kv_dtype == ATTN_FP8_E5M2;
-    for (int h = 0, hb; h < P->G; h += hb) {
+    for (int h = 0, hb, na; h < P->G; h += hb) {
         const uint16_t *q16 = (const uint16_t *)(const void *)(sc->q + (heads + h) * Dv);
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
         hb = attn__decode_next_block(P->G, P->G - h, widths);
+        na = dt != ATTN__FMT_BF16 ? ATTN__MAX(1, P->G - h) : ATTN__HEAD_GROUP;  /* as above */
 #define ATTN__PAIR_BLOCK(HB)                                                                       \
     if (kind == 0)                                                                                 \
         ATTN__FN(attn__decode_pair_logits)(q16, 2 * Dv, r.base, dt, e5m2, r.stride, n, Dk, k_mul,  \
-                                           (HB), ph + t, ahead);                                   \
+                                           (HB), ATTN__MIN(na, (HB)), ph + t, ahead);              \
     else                                                                                           \
         ATTN__FN(attn__decode_pair_values)(p16, ps, n, r.base, dt, e5m2, r.stride, Dk, Dv, (HB),  \
-                                           oh, ahead);
+                                           ATTN__MIN(na, (HB)), oh, ahead);
         if (dt != ATTN__FMT_BF16 && hb == ATTN__WIDE_GROUP) { ATTN__PAIR_BLOCK(ATTN__WIDE_GROUP) }
         else { ATTN__PAIR_BLOCK(ATTN__HEAD_GROUP) }
 #undef ATTN__PAIR_BLOCK
