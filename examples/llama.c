@@ -506,12 +506,21 @@ static int pick(const float *lg, int n, const options *o, unsigned long long *rn
         for (int i = 0; i < n; i++) if ((c += probs[i] / sum) > r) return i;
         return n - 1;
     }
+    /* Only tokens of probability at least (1 - top_p) / (2 (n - 1)) can be in the nucleus
+       (those below it sum to under half of the 1 - top_p left outside), and the argmax: sorting
+       just them gives the nucleus the same order and sums as sorting all n, and takes a few
+       hundred entries instead of the vocabulary (it was 7% of a 1-thread make run, serial). */
     prob_index *pi = (prob_index *)xmalloc(sizeof *pi * (size_t)n);
-    for (int i = 0; i < n; i++) { pi[i].p = (float)(probs[i] / sum); pi[i].i = i; }
-    qsort(pi, (size_t)n, sizeof *pi, by_prob_desc);
+    float floor_p = (float)((1.0 - o->top_p) / (2.0 * (n - 1)));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        float p = (float)(probs[i] / sum);
+        if (p >= floor_p || i == best) { pi[m].p = p; pi[m].i = i; m++; }
+    }
+    qsort(pi, (size_t)m, sizeof *pi, by_prob_desc);
     double mass = 0.0;
-    int last = n - 1;
-    for (int i = 0; i < n; i++) if ((mass += pi[i].p) > o->top_p) { last = i; break; }
+    int last = m - 1;
+    for (int i = 0; i < m; i++) if ((mass += pi[i].p) > o->top_p) { last = i; break; }
     double c = 0.0;
     int tok = pi[last].i;
     for (int i = 0; i <= last; i++) if ((c += pi[i].p / mass) > r) { tok = pi[i].i; break; }
