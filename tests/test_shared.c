@@ -242,8 +242,68 @@ TEST(shared_prefix_window_alibi_cap_sinks) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* attn_forward's decodes share too: a decode-only step over the shared tables gives the bits of
+   attn_paged_decode over the sequences' own blocks, on 1 and 2 threads. */
+TEST(shared_prefix_in_attn_forward) {
+    static const int lens[4] = {1300, 1250, 1030, 700};
+    static const int leader[4] = {0, 0, 0, 3}, shared[4] = {0, 1100, 1024, 0};
+    tsp_case t;
+    td_data d;
+    attn_layer layer;
+    attn_metadata md;
+    int fails = 0;
+    t.c = td_base();
+    t.c.num_seqs = 4; t.c.lens = lens; t.c.f32_out = 1;
+    t.leader = leader; t.shared = shared;
+    td_make(&t.c, 6300, &d);
+    for (int s = 0; s < 4; s++)
+        if (leader[s] != s) tsp_copy_rows(&t.c, &d, s, leader[s], shared[s]);
+    int32_t *tab = tsp_shared_tables(&t, &d);
+    size_t n_out = (size_t)4 * t.c.H * t.c.D;
+    float *own = (float *)tu_alloc(n_out * 4), *fwd = (float *)tu_alloc(n_out * 4);
+    CHECK_STATUS(attn_layer_init(&layer, &d.p, ATTN_DECODER, ATTN_BACKEND_SDPA), ATTN_OK);
+    /* the new tokens' K/V rows: the values their slots hold already (an f32 cache: exact) */
+    size_t kv_row = (size_t)t.c.Hk * t.c.D;
+    float *k = (float *)tu_alloc(4 * kv_row * 4), *v = (float *)tu_alloc(4 * kv_row * 4);
+    int64_t slots[4];
+    for (int s = 0; s < 4; s++) {
+        int pos = lens[s] - 1, blk = tab[s * d.max_blocks + pos / t.c.bs];
+        slots[s] = (int64_t)blk * t.c.bs + pos % t.c.bs;
+        for (int g = 0; g < t.c.Hk; g++) {
+            size_t at = (((size_t)blk * t.c.Hk + g) * t.c.bs + pos % t.c.bs) * t.c.D;
+            memcpy(k + s * kv_row + (size_t)g * t.c.D, d.kf + at, sizeof(float) * t.c.D);
+            memcpy(v + s * kv_row + (size_t)g * t.c.D, d.vf + at, sizeof(float) * t.c.D);
+        }
+    }
+    memset(&md, 0, sizeof md);
+    md.num_decode_tokens = 4; md.seq_lens = d.lens; md.slot_mapping = slots;
+    md.block_tables = tab; md.max_blocks_per_seq = d.max_blocks;
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_exec e = tu_exec(ATTN_ISA_AUTO, threads);
+        attn_rows q = {d.q, ATTN_F32, 0}, o = {fwd, ATTN_F32, 0}, rk = {k, ATTN_F32, 0},
+                  rv = {v, ATTN_F32, 0};
+        size_t bytes = attn_forward_workspace_size(&layer, &md, &e);
+        void *ws = tu_alloc(bytes);
+        int stacked = tsp_stacked(&t.c, &d, tab, &e, ATTN_PAGED_V1);
+        if (tsp_run(&t.c, &d, d.tables, &e, ATTN_PAGED_V1, own, NULL) != ATTN_OK ||
+            attn_forward(&layer, &e, q, rk, rv, &d.cache, &md, o, ws, bytes) != ATTN_OK ||
+            memcmp(own, fwd, n_out * 4) != 0 || stacked != tsp_expected_stacked(&t) ||
+            stacked == 0) {
+            fails++;
+            printf("  threads=%d: forward over shared tables vs decode over own blocks differ, "
+                   "or %d partitions stacked (want %d)\n", threads, stacked,
+                   tsp_expected_stacked(&t));
+        }
+        free(ws);
+    }
+    free(own); free(fwd); free(tab); free(k); free(v);
+    td_free(&d);
+    CHECK_EQ_INT(fails, 0);
+}
+
 #define TEST_SHARED_LIST                                                                           \
     ATTN_TEST_ENTRY(shared_prefix_every_cache_dtype),                                              \
     ATTN_TEST_ENTRY(shared_prefix_group_sizes),                                                    \
     ATTN_TEST_ENTRY(shared_prefix_wide_groups),                                                    \
-    ATTN_TEST_ENTRY(shared_prefix_window_alibi_cap_sinks)
+    ATTN_TEST_ENTRY(shared_prefix_window_alibi_cap_sinks),                                         \
+    ATTN_TEST_ENTRY(shared_prefix_in_attn_forward)
