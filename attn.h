@@ -117,7 +117,9 @@
        512-token partition, and per thread the queries, logits and output accumulators of up
        to eight KV heads, about (2 D + 528) x 4 bytes per query head (G rounded up to 4 or 8);
        on ATTN_ISA_AMX with D a multiple of 32 and G >= 8 also the tiles' operands (a few KB a
-       KV head). It depends on the shapes, the threads and the ISA, never on the dtypes.
+       KV head), or a stacked pass's (64 query heads of one KV head, for shared prefixes) where
+       that is more; and per partition 29 bytes for the shared prefixes' search. It depends on
+       the shapes, the threads and the ISA, never on the dtypes.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -878,6 +880,14 @@ ATTNDEF attn_status attn_prefix_cache_lookup(attn_block_pool *pool, attn_seq *se
    max_seq_len <= 8192 and (one partition or num_seqs * H > 512), else v2. Slots at or past
    seq_lens[s] and blocks wholly outside the sliding window are never read; seq_lens[s] == 0
    gives out = 0, lse = -inf. lse: [num_seqs][H] or NULL.
+   Shared prefixes are read once: where the block tables of two or more sequences of a call name
+   the same blocks for a whole partition (all its 512 keys present and inside each one's
+   window) - parallel samples of one prompt, beam search, prefix-cache hits - that partition is
+   computed in one pass for the query heads of all of them (up to 64 heads a pass), its keys and
+   values read once instead of once a sequence. Automatic, here and in attn_forward's decodes;
+   each sequence's out and lse are bitwise those it gets without the sharing, in any batch and
+   on any thread count. Finding them sorts the call's whole partitions by their first block
+   (about 14 us for 512 partitions, docs/PERF.md#decode-shared-prefix).
    Errors: ATTN_ERR_INVALID_ARG (NULLs, negative lengths, dtype or geometry mismatch between
    params and cache), ATTN_ERR_OUT_OF_RANGE (a length the block table cannot hold, a block id
    outside the cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_UNSUPPORTED (exec). */
@@ -2093,8 +2103,9 @@ typedef struct attn__decode_plan {
     /* A stacked pass (a copy of the call's plan, G its stacked heads): head h of a KV head is
        head h % stack_G of sequence stack[h / stack_G]; its partial results go to stack_out */
     const int32_t *stack;        /* NULL: a pass for one sequence */
-    int stack_G;
-    float *stack_out;            /* [G * (2 + D)], one KV head */
+    int stack_G, stack_g0;       /* the call's G, and the pass's first KV head */
+    float *stack_out;            /* [KV heads][G * (2 + D)] */
+    int stack_span, stack_spans; /* the call's stacked passes: KV heads a pass, passes a stack */
 } attn__decode_plan;
 
 /* G padded to a multiple of the block hb. */
@@ -2248,9 +2259,10 @@ ATTN__PRIVATE int attn__decode_head(const attn__decode_plan *P, int seq, int g, 
 }
 
 /* Where a pass writes KV head g's partial results of partition part of seq: a stacked pass
-   (one KV head) into its own buffer, which attn__decode_stack_task hands to its members. */
+   into its own buffer, which attn__decode_stack_task hands to its members. */
 ATTN__PRIVATE float *attn__decode_part_out(const attn__decode_plan *P, int seq, int part, int g) {
-    return P->stack ? P->stack_out : attn__decode_partial(P, P->part_start[seq] + part, g);
+    if (P->stack) return P->stack_out + (size_t)(g - P->stack_g0) * P->G * (2 + (size_t)P->D);
+    return attn__decode_partial(P, P->part_start[seq] + part, g);
 }
 
 /* What one call runs on, resolved once from its exec by the entry point (attn__call_resolve)
@@ -4185,12 +4197,19 @@ ATTN__PRIVATE size_t attn__decode_stack_words(size_t tile_words, int heads, int 
     return (size_t)attn__decode_tile_cols(heads, ATTN__DECODE_TILE_QTERMS) * (D / 32) * 256;
 }
 
-/* A thread's scratch for a stacked pass of `heads` query heads (Gs with padding): the pass's
-   scratch of one KV head, then its partial results (attn__decode_plan.stack_out). */
-ATTN__PRIVATE size_t attn__decode_stack_scratch(int heads, int Gs, int Dv, int D,
+/* KV heads a stacked pass of Gs query heads each (with padding) runs: as many as keep it
+   within ATTN__DECODE_STACK_HEADS heads (a block's rows of neighbouring KV heads are one run). */
+ATTN__PRIVATE int attn__decode_stack_span(int Hk, int Gs) {
+    return ATTN__MAX(1, ATTN__MIN(ATTN__MIN(Hk, ATTN__DECODE_SPAN), ATTN__DECODE_STACK_HEADS / Gs));
+}
+
+/* A thread's scratch for a stacked pass of `heads` query heads a KV head (Gs with padding) over
+   `span` KV heads: the pass's scratch, then its partial results (attn__decode_plan.stack_out). */
+ATTN__PRIVATE size_t attn__decode_stack_scratch(int span, int heads, int Gs, int Dv, int D,
                                                 size_t tile_words) {
-    return attn__align_up(attn__decode_scratch_layout(1, heads, Gs, Dv, tile_words, NULL, NULL)) +
-           sizeof(float) * (size_t)heads * (2 + (size_t)D);
+    return attn__align_up(
+                   attn__decode_scratch_layout(span, heads, Gs, Dv, tile_words, NULL, NULL)) +
+           sizeof(float) * (size_t)span * heads * (2 + (size_t)D);
 }
 
 /* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][the shared
@@ -4216,10 +4235,11 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
             attn__align_up(attn__decode_scratch_layout(span, G, Gs, Dv, tile_words, NULL, NULL));
     size_t n = (size_t)parts, i32 = attn__align_up(sizeof(int32_t) * n);
     size_t share = attn__align_up(sizeof(int64_t) * n) + 5 * i32 + attn__align_up(n);
-    if (G <= ATTN__DECODE_STACK_HEADS / 2) {  /* two sequences' heads fit a stacked pass */
-        int most = ATTN__DECODE_STACK_HEADS;
+    for (int m = 2; m * G <= ATTN__DECODE_STACK_HEADS; m++) {  /* every stack's size */
+        int heads = m * G, Gsm = attn__decode_scratch_heads(heads, c->k->decode_widths);
         per_thread = ATTN__MAX(per_thread, attn__align_up(attn__decode_stack_scratch(
-                                   most, most, Dv, D, attn__decode_stack_words(tile_words, most, D))));
+                attn__decode_stack_span(p->num_kv_heads, Gsm), heads, Gsm, Dv, D,
+                attn__decode_stack_words(tile_words, heads, D))));
     }
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
@@ -4331,37 +4351,41 @@ ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_ver
     P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
 }
 
-/* A stacked pass: one item per (stack, KV head) computes the stack's partition for the heads
-   of all its members at once - the partition's rows read once, not once a member - and hands
-   each member its partial results, the same bits as its own pass would give
+/* A stacked pass: one item per (stack, span of KV heads) computes the stack's partition for the
+   heads of all its members at once - the partition's rows read once, not once a member - and
+   hands each member its partial results, the same bits as its own pass would give
    (attn__decode_partition). Runs before the passes of the sequences' other partitions. */
 ATTN__PRIVATE void attn__decode_stack_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    const int32_t *st = P->stacks + 3 * (size_t)(item / P->Hk);
-    int g = item % P->Hk, part = st[0], n = st[2], G = P->G, D = P->D;
+    const int32_t *st = P->stacks + 3 * (size_t)(item / P->stack_spans);
+    int g0 = item % P->stack_spans * P->stack_span, g1 = ATTN__MIN(g0 + P->stack_span, P->Hk);
+    int part = st[0], n = st[2], G = P->G, D = P->D;
     attn__decode_plan S = *P;
-    S.stack = P->members + st[1]; S.stack_G = G;
+    S.stack = P->members + st[1]; S.stack_G = G; S.stack_g0 = g0;
     S.G = n * G;
     S.Gs = attn__decode_scratch_heads(S.G, run->k->decode_widths);
     S.tile_cols = attn__decode_tile_cols(S.G, P->tile_terms);
     S.tile_words = attn__decode_stack_words(P->tile_words, S.G, D);
     S.stack_out = (float *)(void *)(P->scratch + (size_t)thread * P->scratch_bytes +
-                                    attn__decode_stack_scratch(S.G, S.Gs, P->Dv, D, S.tile_words) -
-                                    sizeof(float) * (size_t)S.G * (2 + (size_t)D));
-    run->k->decode_partition(&S, S.stack[0], g, g + 1, part, thread);
-    for (int i = 0; i < n; i++) {
-        float *to = attn__decode_partial(P, P->part_start[S.stack[i]] + part, g);
-        memcpy(to, S.stack_out + i * G, sizeof(float) * (size_t)G);
-        memcpy(to + G, S.stack_out + S.G + i * G, sizeof(float) * (size_t)G);
-        memcpy(to + 2 * G, S.stack_out + 2 * (size_t)S.G + (size_t)i * G * D,
-               sizeof(float) * (size_t)G * D);
-    }
+                                    attn__align_up(attn__decode_scratch_layout(
+                                            g1 - g0, S.G, S.Gs, P->Dv, S.tile_words, NULL, NULL)));
+    run->k->decode_partition(&S, S.stack[0], g0, g1, part, thread);
+    for (int g = g0; g < g1; g++)
+        for (int i = 0; i < n; i++) {
+            const float *from = attn__decode_part_out(&S, S.stack[0], part, g);
+            float *to = attn__decode_partial(P, P->part_start[S.stack[i]] + part, g);
+            memcpy(to, from + i * G, sizeof(float) * (size_t)G);
+            memcpy(to + G, from + S.G + i * G, sizeof(float) * (size_t)G);
+            memcpy(to + 2 * G, from + 2 * (size_t)S.G + (size_t)i * G * D,
+                   sizeof(float) * (size_t)G * D);
+        }
 }
 
 /* The stacked passes of a plan (none: nothing). */
 ATTN__PRIVATE void attn__decode_run_stacks(const attn__call *c, const attn__decode_run *run) {
-    attn__run_items(c, run->plan->n_stacks * run->plan->Hk, attn__decode_stack_task, (void *)run);
+    attn__run_items(c, run->plan->n_stacks * run->plan->stack_spans, attn__decode_stack_task,
+                    (void *)run);
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -4441,7 +4465,7 @@ ATTN__PRIVATE void attn__decode_add_stacks(attn__decode_plan *P, int part, int f
    Each is keyed by its first block and its index among all partitions, and the keys sorted: a
    run of one first block is split into the sets whose blocks all agree, at the same partition
    index. A call where no two partitions start in one block costs the keys' sort. */
-ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P) {
+ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, int widths) {
     int64_t total = P->part_start[P->num_seqs], n = 0, i, j;
     int n_members = 0;
     P->n_stacks = P->n_own = 0;
@@ -4477,6 +4501,10 @@ ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P) {
     }
     for (i = 0; i < total && P->n_stacks; i++)
         if (!P->stacked[i]) P->own[P->n_own++] = (int32_t)i;
+    int most = 1;  /* one span for all the stacks: the largest one's */
+    for (int k = 0; k < P->n_stacks; k++) most = ATTN__MAX(most, P->stacks[3 * k + 2]);
+    P->stack_span = attn__decode_stack_span(P->Hk, attn__decode_scratch_heads(most * P->G, widths));
+    P->stack_spans = (P->Hk + P->stack_span - 1) / P->stack_span;
 }
 
 /* Fills a decode plan, its workspace already laid out (attn__decode_ws_layout), from checked
@@ -4526,7 +4554,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
-    attn__decode_share(P);
+    attn__decode_share(P, c->k->decode_widths);
     return ATTN_OK;
 }
 
