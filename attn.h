@@ -117,7 +117,9 @@
        512-token partition, and per thread the queries, logits and output accumulators of up
        to eight KV heads, about (2 D + 528) x 4 bytes per query head (G rounded up to 4 or 8);
        on ATTN_ISA_AMX with D a multiple of 32 and G >= 8 also the tiles' operands (a few KB a
-       KV head). It depends on the shapes, the threads and the ISA, never on the dtypes.
+       KV head), or a stacked pass's (64 query heads of one KV head, for shared prefixes) where
+       that is more; and per partition 29 bytes for the shared prefixes' search. It depends on
+       the shapes, the threads and the ISA, never on the dtypes.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -878,6 +880,14 @@ ATTNDEF attn_status attn_prefix_cache_lookup(attn_block_pool *pool, attn_seq *se
    max_seq_len <= 8192 and (one partition or num_seqs * H > 512), else v2. Slots at or past
    seq_lens[s] and blocks wholly outside the sliding window are never read; seq_lens[s] == 0
    gives out = 0, lse = -inf. lse: [num_seqs][H] or NULL.
+   Shared prefixes are read once: where the block tables of two or more sequences of a call name
+   the same blocks for a whole partition (all its 512 keys present and inside each one's
+   window) - parallel samples of one prompt, beam search, prefix-cache hits - that partition is
+   computed in one pass for the query heads of all of them (up to 64 heads a pass), its keys and
+   values read once instead of once a sequence. Automatic, here and in attn_forward's decodes;
+   each sequence's out and lse are bitwise those it gets without the sharing, in any batch and
+   on any thread count. Finding them sorts the call's whole partitions by their first block
+   (about 14 us for 512 partitions, docs/PERF.md#decode-shared-prefix).
    Errors: ATTN_ERR_INVALID_ARG (NULLs, negative lengths, dtype or geometry mismatch between
    params and cache), ATTN_ERR_OUT_OF_RANGE (a length the block table cannot hold, a block id
    outside the cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_UNSUPPORTED (exec). */
@@ -2028,6 +2038,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
 #define ATTN__HEAD_GROUP 4       /* query heads in a block of the decode kernels, */
 #define ATTN__WIDE_GROUP 8       /* ... or this many, where the ISA's registers hold them */
 #define ATTN__DECODE_SPAN 8      /* most KV heads per work item (read block by block together) */
+#define ATTN__DECODE_STACK_HEADS 64  /* most query heads of a stacked pass (attn__decode_share): a
+                                        shared partition's members are split into passes of at
+                                        most this many heads, so its scratch is bounded */
 /* Row stride of the logits scratch: a chunk's logits are stored as whole vectors (up to 16
    lanes), which may run past the partition's last key. */
 #define ATTN__DECODE_PSTRIDE (ATTN_PARTITION_TOKENS + ATTN__DECODE_CHUNK)
@@ -2079,6 +2092,20 @@ typedef struct attn__decode_plan {
     int64_t *part_start;         /* [num_seqs+1] first partition of each sequence */
     float *partials;             /* [partitions][Hk][G * (2 + D)] */
     char *scratch; size_t scratch_bytes;
+    /* Shared prefixes (attn__decode_share): partitions whose blocks several sequences' tables
+       name, computed once for all of them by a stacked pass each KV head */
+    int32_t *stacks;             /* [n_stacks][3]: partition index, first member, members */
+    int32_t *members;            /* the stacks' sequences, stack after stack */
+    uint8_t *stacked;            /* [partitions] 1: computed by a stack */
+    int32_t *own;                /* [n_own] the other partitions, where n_stacks > 0 */
+    int64_t *keys;               /* [partitions] the search's sort keys */
+    int n_stacks, n_own;
+    /* A stacked pass (a copy of the call's plan, G its stacked heads): head h of a KV head is
+       head h % stack_G of sequence stack[h / stack_G]; its partial results go to stack_out */
+    const int32_t *stack;        /* NULL: a pass for one sequence */
+    int stack_G, stack_g0;       /* the call's G, and the pass's first KV head */
+    float *stack_out;            /* [KV heads][G * (2 + D)] */
+    int stack_span, stack_spans; /* the call's stacked passes: KV heads a pass, passes a stack */
 } attn__decode_plan;
 
 /* G padded to a multiple of the block hb. */
@@ -2218,6 +2245,24 @@ ATTN__PRIVATE int attn__decode_piece(const attn__decode_plan *P, int seq, int64_
 
 ATTN__PRIVATE float *attn__decode_partial(const attn__decode_plan *P, int64_t part, int g) {
     return P->partials + ((size_t)part * P->Hk + g) * (size_t)P->G * (2 + P->D);
+}
+
+/* The sequence and query head (*hq) of head h of KV head g in a pass for sequence seq: in a
+   stacked pass (attn__decode_plan.stack) head h % stack_G of member h / stack_G. */
+ATTN__PRIVATE int attn__decode_head(const attn__decode_plan *P, int seq, int g, int h, int *hq) {
+    if (!P->stack) {
+        *hq = g * P->G + h;
+        return seq;
+    }
+    *hq = g * P->stack_G + h % P->stack_G;
+    return P->stack[h / P->stack_G];
+}
+
+/* Where a pass writes KV head g's partial results of partition part of seq: a stacked pass
+   into its own buffer, which attn__decode_stack_task hands to its members. */
+ATTN__PRIVATE float *attn__decode_part_out(const attn__decode_plan *P, int seq, int part, int g) {
+    if (P->stack) return P->stack_out + (size_t)(g - P->stack_g0) * P->G * (2 + (size_t)P->D);
+    return attn__decode_partial(P, P->part_start[seq] + part, g);
 }
 
 /* What one call runs on, resolved once from its exec by the entry point (attn__call_resolve)
@@ -4146,9 +4191,31 @@ ATTN__PRIVATE size_t attn__decode_tile_words(const attn_params *p) {
     return (size_t)attn__decode_tile_cols(G, ATTN__DECODE_TILE_QTERMS) * (p->head_size / 32) * 256;
 }
 
-/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][scratch per
-   thread], at base into P (base NULL: only measures) and returns its size. Nothing is written
-   to base. */
+/* A KV head's query tiles of a stacked pass of `heads` query heads (none without tiles). */
+ATTN__PRIVATE size_t attn__decode_stack_words(size_t tile_words, int heads, int D) {
+    if (!tile_words) return 0;
+    return (size_t)attn__decode_tile_cols(heads, ATTN__DECODE_TILE_QTERMS) * (D / 32) * 256;
+}
+
+/* KV heads a stacked pass of Gs query heads each (with padding) runs: as many as keep it
+   within ATTN__DECODE_STACK_HEADS heads (a block's rows of neighbouring KV heads are one run). */
+ATTN__PRIVATE int attn__decode_stack_span(int Hk, int Gs) {
+    return ATTN__MAX(1, ATTN__MIN(ATTN__MIN(Hk, ATTN__DECODE_SPAN), ATTN__DECODE_STACK_HEADS / Gs));
+}
+
+/* A thread's scratch for a stacked pass of `heads` query heads a KV head (Gs with padding) over
+   `span` KV heads: the pass's scratch, then its partial results (attn__decode_plan.stack_out). */
+ATTN__PRIVATE size_t attn__decode_stack_scratch(int span, int heads, int Gs, int Dv, int D,
+                                                size_t tile_words) {
+    return attn__align_up(
+                   attn__decode_scratch_layout(span, heads, Gs, Dv, tile_words, NULL, NULL)) +
+           sizeof(float) * (size_t)span * heads * (2 + (size_t)D);
+}
+
+/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][the shared
+   prefixes' search and stacks, partitions-long arrays][scratch per thread: a work item's, or a
+   stacked pass's, whichever is larger], at base into P (base NULL: only measures) and returns
+   its size. Nothing is written to base. */
 ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__call *c,
                                             const int32_t *seq_lens,
                                             int num_seqs, char *base, attn__decode_plan *P) {
@@ -4166,15 +4233,30 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
     size_t tile_words = attn__decode_tiles_may_run(c, p) ? attn__decode_tile_words(p) : 0;
     size_t per_thread =
             attn__align_up(attn__decode_scratch_layout(span, G, Gs, Dv, tile_words, NULL, NULL));
+    size_t n = (size_t)parts, i32 = attn__align_up(sizeof(int32_t) * n);
+    size_t share = attn__align_up(sizeof(int64_t) * n) + 5 * i32 + attn__align_up(n);
+    for (int m = 2; m * G <= ATTN__DECODE_STACK_HEADS; m++) {  /* every stack's size */
+        int heads = m * G, Gsm = attn__decode_scratch_heads(heads, c->k->decode_widths);
+        per_thread = ATTN__MAX(per_thread, attn__align_up(attn__decode_stack_scratch(
+                attn__decode_stack_span(p->num_kv_heads, Gsm), heads, Gsm, Dv, D,
+                attn__decode_stack_words(tile_words, heads, D))));
+    }
     if (base) {
         char *a = (char *)(((uintptr_t)base + ATTN__ALIGN - 1) & ~(uintptr_t)(ATTN__ALIGN - 1));
+        char *sh = a + head + partials;
         P->part_start = (int64_t *)(void *)a;
         P->partials = (float *)(void *)(a + head);
-        P->scratch = a + head + partials;
+        P->keys = (int64_t *)(void *)sh;
+        sh += attn__align_up(sizeof(int64_t) * n);
+        P->stacks = (int32_t *)(void *)sh;
+        P->members = (int32_t *)(void *)(sh + 3 * i32);
+        P->own = (int32_t *)(void *)(sh + 4 * i32);
+        P->stacked = (uint8_t *)(void *)(sh + 5 * i32);
+        P->scratch = a + head + partials + share;
         P->scratch_bytes = per_thread;
         P->Gs = Gs; P->Dv = Dv; P->tile_words = tile_words;
     }
-    return ATTN__ALIGN + head + partials + per_thread * (size_t)c->threads;
+    return ATTN__ALIGN + head + partials + share + per_thread * (size_t)c->threads;
 }
 
 ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -4234,7 +4316,9 @@ ATTN__PRIVATE void attn__decode_v1_item(const attn__decode_run *run, int item, i
     const attn__decode_plan *P = run->plan;
     int seq = item / P->spans, g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     int parts = (int)(P->part_start[seq + 1] - P->part_start[seq]);
-    for (int part = 0; part < parts; part++) run->k->decode_partition(P, seq, g0, g1, part, thread);
+    for (int part = 0; part < parts; part++)
+        if (!P->n_stacks || !P->stacked[P->part_start[seq] + part])  /* else a stack's */
+            run->k->decode_partition(P, seq, g0, g1, part, thread);
     for (int g = g0; g < g1; g++) attn__decode_merge(run, seq, g);
 }
 
@@ -4242,11 +4326,12 @@ ATTN__PRIVATE void attn__decode_v1_task(void *ctx, int item, int thread) {
     attn__decode_v1_item((const attn__decode_run *)ctx, item, thread);
 }
 
-/* v2, first pass: one item per (partition, span of KV heads). */
+/* v2, first pass: one item per (partition, span of KV heads), of the partitions no stack
+   computes. */
 ATTN__PRIVATE void attn__decode_v2_part_task(void *ctx, int item, int thread) {
     const attn__decode_run *run = (const attn__decode_run *)ctx;
     const attn__decode_plan *P = run->plan;
-    int64_t part = item / P->spans;
+    int64_t part = P->n_stacks ? P->own[item / P->spans] : item / P->spans;
     int seq = attn__find_seq(P->part_start, P->num_seqs, part);
     int g0 = item % P->spans * P->span, g1 = ATTN__MIN(g0 + P->span, P->Hk);
     run->k->decode_partition(P, seq, g0, g1, (int)(part - P->part_start[seq]), thread);
@@ -4264,6 +4349,43 @@ ATTN__PRIVATE void attn__decode_choose_span(attn__decode_plan *P, attn_paged_ver
                    (span + 1) / 2;
     P->span = span;
     P->spans = (int)(((int64_t)P->Hk + span - 1) / span);
+}
+
+/* A stacked pass: one item per (stack, span of KV heads) computes the stack's partition for the
+   heads of all its members at once - the partition's rows read once, not once a member - and
+   hands each member its partial results, the same bits as its own pass would give
+   (attn__decode_partition). Runs before the passes of the sequences' other partitions. */
+ATTN__PRIVATE void attn__decode_stack_task(void *ctx, int item, int thread) {
+    const attn__decode_run *run = (const attn__decode_run *)ctx;
+    const attn__decode_plan *P = run->plan;
+    const int32_t *st = P->stacks + 3 * (size_t)(item / P->stack_spans);
+    int g0 = item % P->stack_spans * P->stack_span, g1 = ATTN__MIN(g0 + P->stack_span, P->Hk);
+    int part = st[0], n = st[2], G = P->G, D = P->D;
+    attn__decode_plan S = *P;
+    S.stack = P->members + st[1]; S.stack_G = G; S.stack_g0 = g0;
+    S.G = n * G;
+    S.Gs = attn__decode_scratch_heads(S.G, run->k->decode_widths);
+    S.tile_cols = attn__decode_tile_cols(S.G, P->tile_terms);
+    S.tile_words = attn__decode_stack_words(P->tile_words, S.G, D);
+    S.stack_out = (float *)(void *)(P->scratch + (size_t)thread * P->scratch_bytes +
+                                    attn__align_up(attn__decode_scratch_layout(
+                                            g1 - g0, S.G, S.Gs, P->Dv, S.tile_words, NULL, NULL)));
+    run->k->decode_partition(&S, S.stack[0], g0, g1, part, thread);
+    for (int g = g0; g < g1; g++)
+        for (int i = 0; i < n; i++) {
+            const float *from = attn__decode_part_out(&S, S.stack[0], part, g);
+            float *to = attn__decode_partial(P, P->part_start[S.stack[i]] + part, g);
+            memcpy(to, from + i * G, sizeof(float) * (size_t)G);
+            memcpy(to + G, from + S.G + i * G, sizeof(float) * (size_t)G);
+            memcpy(to + 2 * G, from + 2 * (size_t)S.G + (size_t)i * G * D,
+                   sizeof(float) * (size_t)G * D);
+        }
+}
+
+/* The stacked passes of a plan (none: nothing). */
+ATTN__PRIVATE void attn__decode_run_stacks(const attn__call *c, const attn__decode_run *run) {
+    attn__run_items(c, run->plan->n_stacks * run->plan->stack_spans, attn__decode_stack_task,
+                    (void *)run);
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -4285,6 +4407,104 @@ ATTN__PRIVATE attn_status attn__decode_check(const attn__args *a) {
     ATTN__TRY(attn__rows_check(a->out, width, a->num_seqs));
     ATTN__CHECK((int64_t)a->num_seqs * p->num_kv_heads <= 0x7fffffff, ATTN_ERR_INVALID_ARG);
     return ATTN_OK;
+}
+
+/* Moves a[i] down the max-heap a[0, end) to its place. */
+ATTN__PRIVATE void attn__sift_down(int64_t *a, int64_t i, int64_t end) {
+    for (int64_t ch; (ch = 2 * i + 1) < end; i = ch) {
+        if (ch + 1 < end && a[ch + 1] > a[ch]) ch++;
+        if (a[i] >= a[ch]) return;
+        int64_t t = a[i];
+        a[i] = a[ch]; a[ch] = t;
+    }
+}
+
+/* Sorts n keys ascending in place (heapsort: no memory of its own, n log n). */
+ATTN__PRIVATE void attn__sort_keys(int64_t *a, int64_t n) {
+    for (int64_t i = n / 2 - 1; i >= 0; i--) attn__sift_down(a, i, n);
+    for (int64_t end = n - 1; end > 0; end--) {
+        int64_t t = a[0];
+        a[0] = a[end]; a[end] = t;
+        attn__sift_down(a, 0, end);
+    }
+}
+
+/* Whether a stacked pass may compute partition part of sequence s: its 512 keys all there and
+   all visible to the query (a window may leave them out: then its own pass, as without
+   sharing), so that every member reads the same keys the same way. */
+ATTN__PRIVATE int attn__decode_whole_part(const attn__decode_plan *P, int s, int64_t part) {
+    int64_t L = P->seq_lens[s], first = part * ATTN_PARTITION_TOKENS, lo, hi;
+    attn__visible_keys(&P->logits, L - 1, L - 1, L, &lo, &hi);
+    return lo <= first && first + ATTN_PARTITION_TOKENS <= hi;
+}
+
+/* Whether the tables of sequences a and b name the same blocks for partition part. */
+ATTN__PRIVATE int attn__decode_same_blocks(const attn__decode_plan *P, int a, int b,
+                                           int64_t part) {
+    int64_t b0 = part * ATTN_PARTITION_TOKENS / P->block_size,
+            b1 = ((part + 1) * ATTN_PARTITION_TOKENS - 1) / P->block_size;
+    const int32_t *ta = P->block_tables + (int64_t)a * P->max_blocks,
+                  *tb = P->block_tables + (int64_t)b * P->max_blocks;
+    return memcmp(ta + b0, tb + b0, sizeof(int32_t) * (size_t)(b1 - b0 + 1)) == 0;
+}
+
+/* Appends the stacks of the sequences members[from, to) that share partition part: as few
+   stacks as ATTN__DECODE_STACK_HEADS allows, their sizes as even as they go. */
+ATTN__PRIVATE void attn__decode_add_stacks(attn__decode_plan *P, int part, int from, int to) {
+    int most = ATTN__DECODE_STACK_HEADS / P->G, n = to - from;
+    int count = (n + most - 1) / most;
+    for (int k = 0, at = from; k < count; k++) {
+        int32_t *st = P->stacks + 3 * (size_t)P->n_stacks++;
+        st[0] = part; st[1] = at; st[2] = n / count + (k < n % count);
+        at += st[2];
+    }
+}
+
+/* The shared prefixes of a decode call (attn__decode_plan.stacks): the whole partitions
+   (attn__decode_whole_part) that the tables of two or more sequences name the same blocks for.
+   Each is keyed by its first block and its index among all partitions, and the keys sorted: a
+   run of one first block is split into the sets whose blocks all agree, at the same partition
+   index. A call where no two partitions start in one block costs the keys' sort. */
+ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, int widths) {
+    int64_t total = P->part_start[P->num_seqs], n = 0, i, j;
+    int n_members = 0;
+    P->n_stacks = P->n_own = 0;
+    if (P->G > ATTN__DECODE_STACK_HEADS / 2) return;
+    for (int s = 0; s < P->num_seqs; s++)
+        for (int64_t part = 0; part < P->part_start[s + 1] - P->part_start[s]; part++)
+            if (attn__decode_whole_part(P, s, part)) {
+                int64_t blk = P->block_tables[(int64_t)s * P->max_blocks +
+                                              part * ATTN_PARTITION_TOKENS / P->block_size];
+                P->keys[n++] = blk << 32 | (P->part_start[s] + part);
+            }
+    attn__sort_keys(P->keys, n);
+    memset(P->stacked, 0, (size_t)total);
+    for (i = 0; i < n; i = j) {
+        for (j = i + 1; j < n && P->keys[j] >> 32 == P->keys[i] >> 32; j++) {}
+        for (int64_t a = i; a + 1 < j; a++) {  /* the sets of the run [i, j) */
+            int64_t ia = P->keys[a] & 0xffffffff;
+            int sa = attn__find_seq(P->part_start, P->num_seqs, ia), from = n_members;
+            int64_t pa = ia - P->part_start[sa];
+            if (P->stacked[ia]) continue;
+            P->members[n_members++] = sa;
+            for (int64_t b = a + 1; b < j; b++) {
+                int64_t ib = P->keys[b] & 0xffffffff;
+                int sb = attn__find_seq(P->part_start, P->num_seqs, ib);
+                if (P->stacked[ib] || ib - P->part_start[sb] != pa ||
+                    !attn__decode_same_blocks(P, sa, sb, pa)) continue;
+                P->members[n_members++] = sb;
+                P->stacked[ia] = P->stacked[ib] = 1;
+            }
+            if (P->stacked[ia]) attn__decode_add_stacks(P, (int)pa, from, n_members);
+            else n_members = from;
+        }
+    }
+    for (i = 0; i < total && P->n_stacks; i++)
+        if (!P->stacked[i]) P->own[P->n_own++] = (int32_t)i;
+    int most = 1;  /* one span for all the stacks: the largest one's */
+    for (int k = 0; k < P->n_stacks; k++) most = ATTN__MAX(most, P->stacks[3 * k + 2]);
+    P->stack_span = attn__decode_stack_span(P->Hk, attn__decode_scratch_heads(most * P->G, widths));
+    P->stack_spans = (P->Hk + P->stack_span - 1) / P->stack_span;
 }
 
 /* Fills a decode plan, its workspace already laid out (attn__decode_ws_layout), from checked
@@ -4334,6 +4554,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
+    attn__decode_share(P, c->k->decode_widths);
     return ATTN_OK;
 }
 
@@ -4342,10 +4563,11 @@ ATTN__PRIVATE void attn__decode_execute(const attn__call *c, const attn__decode_
                                         attn_paged_version version) {
     attn__decode_run run;
     run.plan = P; run.k = c->k;
+    attn__decode_run_stacks(c, &run);
     if (version == ATTN_PAGED_V1) {
         attn__run_items(c, P->num_seqs * P->spans, attn__decode_v1_task, &run);
     } else {
-        int parts = (int)(P->part_start[P->num_seqs] * P->spans);
+        int parts = (int)((P->n_stacks ? P->n_own : P->part_start[P->num_seqs]) * P->spans);
         attn__run_items(c, parts, attn__decode_v2_part_task, &run);
         attn__run_items(c, P->num_seqs * P->Hk, attn__decode_v2_merge_task, &run);
     }
@@ -5048,6 +5270,7 @@ ATTNDEF attn_status attn_forward(const attn_layer *layer, const attn_exec *exec,
     drun.plan = &dec; drun.k = c.k;
     run.k = c.k; run.prefill = &pre; run.prefill_items = (int)pre_items; run.decode = &drun;
     int items = (int)pre_items + (f.decodes ? f.decodes * dec.spans : 0);
+    if (f.decodes) attn__decode_run_stacks(&c, &drun);  /* the decodes' shared partitions */
     attn__run_items(&c, items, attn__forward_task, &run);
     ATTN__TRYF(m, attn__gemm_end(&pre, &call), "oneDNN");
     return ATTN_OK;
@@ -7880,7 +8103,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_queries)(const attn__decode_plan *
     uint16_t terms[ATTN__DECODE_TILE_TERMS][ATTN_MAX_HEAD_SIZE];
     memset(qt, 0, sizeof(uint32_t) * 256 * (size_t)S * P->tile_cols);
     for (h = 0; h < G; h++) {
-        const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
+        int hq, s = attn__decode_head(P, seq, g, h, &hq);
+        const char *src = P->q + (size_t)(s * P->q_stride + (int64_t)hq * D) * qsz;
         uint32_t *tile = qt + (size_t)(h / per_tile) * S * 256;
         ATTN__FN(attn__to_f32)(q, src, P->q_dtype, D, T == 1 ? 1.0f : mul);
         for (d = 0; d < D; d += ATTN__L) {  /* each term, then what it leaves: exact in f32 */
@@ -8229,7 +8453,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_value_pass)(const attn__decode_pla
     ATTN__FN(attn__tiles_end)();
     for (int g = g0; g < g1; g++)
         attn__decode_tile_out(P, attn__decode_tile_acc(P, sc, g - g0), mul,
-                              attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * P->G);
+                              attn__decode_part_out(P, seq, part, g) + 2 * P->G);
 }
 #endif
 
@@ -8277,7 +8501,8 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__deco
         float *qh = q + (size_t)h * Dv;
         for (d = 0; d < Dv; d++) qh[d] = 0.0f;
         if (h < G && !P->tile_keys) {  /* the logits on tiles read their own query tiles */
-            const char *src = P->q + (size_t)(seq * P->q_stride + (int64_t)(g * G + h) * D) * qsz;
+            int hq, s = attn__decode_head(P, seq, g, h, &hq);
+            const char *src = P->q + (size_t)(s * P->q_stride + (int64_t)hq * D) * qsz;
             if (pairs) memcpy(qh, src, sizeof(uint16_t) * (size_t)D);
             else ATTN__FN(attn__to_f32)(qh, src, P->q_dtype, D, mul);
         }
@@ -8287,16 +8512,18 @@ ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(attn__decode_load_q)(const attn__deco
 }
 
 /* The softmax of KV head g's logits p[Gs][PSTRIDE], in place and as the value pass reads it
-   (bf16 for the pair kernels); m and l go to its partial results. */
-ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int g,
-                                                        int64_t pos,
-                                                        int64_t lo, int n, float *p,
+   (bf16 for the pair kernels), each head's query at its sequence's last key; m and l go to its
+   partial results. */
+ATTN__PRIVATE void ATTN__FN(attn__decode_softmax_heads)(const attn__decode_plan *P, int seq,
+                                                        int g, int64_t lo, int n, float *p,
                                                         float *partial) {
     int G = P->G, h, c, n_heads;
-    for (h = 0; h < G; h++)
-        ATTN__FN(attn__decode_softmax)(P, g * G + h, pos, lo, n,
+    for (h = 0; h < G; h++) {
+        int hq, s = attn__decode_head(P, seq, g, h, &hq);
+        ATTN__FN(attn__decode_softmax)(P, hq, (int64_t)P->seq_lens[s] - 1, lo, n,
                                        p + (size_t)h * ATTN__DECODE_PSTRIDE,
                                        &partial[h], &partial[G + h]);
+    }
     for (h = G, n_heads = P->Gs; h < n_heads; h++)  /* padding: 0 */
         for (c = 0; c < n; c++) p[(size_t)h * ATTN__DECODE_PSTRIDE + c] = 0.0f;
 #if ATTN__HAS_DOT2
@@ -8316,7 +8543,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_restore_order)(const attn__decode_plan 
 
 /* One partition of sequence seq for KV heads [g0, g1): keys block by block (all the heads of a
    block together), the softmax, then the values the same way. Each head's arithmetic is
-   independent of g0 and g1, so any grouping of heads gives the same bits. */
+   independent of g0 and g1 and of the block the kernels run it in, so any grouping of heads
+   gives the same bits - also a stacked pass's (attn__decode_plan.stack: the heads of several
+   sequences, whose tables name the same blocks for this partition, all of it visible to each:
+   seq is its first member). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, int seq, int g0,
                                                     int g1,
                                                     int part, int thread) {
@@ -8328,7 +8558,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     hi = ATTN__MIN(hi, (int64_t)part * ATTN_PARTITION_TOKENS + ATTN_PARTITION_TOKENS);
     if (lo >= hi) {  /* wholly outside the window: nothing to read */
         for (g = g0; g < g1; g++) {
-            float *partial = attn__decode_partial(P, P->part_start[seq] + part, g);
+            float *partial = attn__decode_part_out(P, seq, part, g);
             for (h = 0; h < G; h++) { partial[h] = -INFINITY; partial[G + h] = 0.0f; }
             for (d = 0; d < G * D; d++) partial[2 * G + d] = 0.0f;
         }
@@ -8353,9 +8583,9 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
 #endif
     ATTN__FN(attn__decode_pass)(P, 0, seq, lo, hi, g0, g1, &sc);
     for (g = g0; g < g1; g++)
-        ATTN__FN(attn__decode_softmax_heads)(P, g, pos, lo, (int)(hi - lo),
+        ATTN__FN(attn__decode_softmax_heads)(P, seq, g, lo, (int)(hi - lo),
                                              sc.p + (size_t)(g - g0) * Gs * ATTN__DECODE_PSTRIDE,
-                                             attn__decode_partial(P, P->part_start[seq] + part, g));
+                                             attn__decode_part_out(P, seq, part, g));
 #if ATTN__HAS_DECODE_TILES
     if (P->tile_values) {
         ATTN__FN(attn__decode_tile_value_pass)(P, seq, part, lo, hi, g0, g1, &sc);
@@ -8365,7 +8595,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_partition)(const attn__decode_plan *P, 
     ATTN__FN(attn__decode_pass)(P, 1, seq, lo, hi, g0, g1, &sc);
     float v_mul = ATTN__FN(attn__decode_fold)(P, P->v_scale);
     for (g = g0; g < g1; g++) {
-        float *po = attn__decode_partial(P, P->part_start[seq] + part, g) + 2 * G;
+        float *po = attn__decode_part_out(P, seq, part, g) + 2 * G;
         float *o = sc.o + (size_t)(g - g0) * Gs * Dv;
         for (h = 0; h < G; h++) {
             ATTN__FN(attn__decode_restore_order)(P, o + (size_t)h * Dv);

@@ -65,6 +65,7 @@ static struct {
     int huge_pages, huge_warned;
     int f32_probs;    /* exec.f32_probs: bf16 inputs keep f32 probabilities (the f32 kernels) */
     int hot;          /* decode: a decode-hot row after each decode row (decode_hot_tables) */
+    int shared_prefix; /* decode: a decode-shared row after each decode row (its tokens) */
 } g;
 
 static ilist one(int v) { ilist l; l.n = 1; l.v[0] = v; return l; }
@@ -557,7 +558,7 @@ static void shape_text(const row *r, char *s, size_t n) {
     snprintf(causal, sizeof causal, "%s", r->causal ? "causal" : "full");
     if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
     else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "decode-hot") ||
-             !strcmp(r->mode, "kv-read"))
+             !strcmp(r->mode, "decode-shared") || !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
     else if (!strcmp(r->mode, "forward"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs,
@@ -940,6 +941,19 @@ static int32_t *decode_hot_tables(const paged *P, int Hk, int D, int bs, int seq
     return t;
 }
 
+/* decode-shared (--shared-prefix P): block tables whose every sequence names P's first
+   sequence's blocks for its first P tokens (whole blocks), its own after them: sharing as
+   parallel samples of one prompt have it. NULL: out of memory. */
+static int32_t *decode_shared_tables(const paged *P, int bs, int seqs, int prefix) {
+    size_t n = (size_t)P->per_seq * seqs;
+    int32_t *t = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++)
+        t[i] = (int)(i % (size_t)P->per_seq) < prefix / bs ? P->tables[i % (size_t)P->per_seq]
+               : P->tables[i];
+    return t;
+}
+
 static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_dtype kv,
                          const ilist *dtypes, const ilist *versions, int reps0) {
     paged P;
@@ -952,6 +966,10 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
     int32_t *hot_tables = ok && g.hot ? decode_hot_tables(&P, Hk, D, bs, seqs, kv) : NULL;
     paged hot_cache = P;  /* decode-hot: P's cache through hot_tables */
     hot_cache.tables = hot_tables;
+    int prefix = g.shared_prefix / bs * bs;  /* whole blocks */
+    int32_t *shared_tables = ok && prefix > 0 ? decode_shared_tables(&P, bs, seqs, prefix) : NULL;
+    paged shared_cache = P;  /* decode-shared: P's cache through shared_tables */
+    shared_cache.tables = shared_tables;
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
         size_t nq = (size_t)seqs * H * D, esz = attn_dtype_size(dt);
@@ -983,21 +1001,29 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                         attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 stats st;
                 const row shape = r;
-                for (int hot = 0; hot <= (hot_tables != NULL); hot++) {
-                    if (hot) {  /* the same call and row over tables of a few blocks */
-                        x.P = &hot_cache;
-                        r = shape; r.mode = "decode-hot";
+                for (int hot = 0; hot <= 2; hot++) {
+                    int shared = hot == 2;
+                    if (hot == 1 && !hot_tables) continue;
+                    if (shared && !shared_tables) break;
+                    if (hot) {  /* the same call and row over tables of a few blocks, or shared */
+                        x.P = shared ? &shared_cache : &hot_cache;
+                        r = shape; r.mode = shared ? "decode-shared" : "decode-hot";
                     }
                     if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                     double tokens = (double)seqs * ctx;
-                    double bytes = tokens * Hk * D * 2 * (double)attn_dtype_size(kv),
+                    /* the bytes needed: a shared prefix's blocks once */
+                    double read = shared ? prefix + (double)seqs * (ctx - prefix) : tokens;
+                    double bytes = read * Hk * D * 2 * (double)attn_dtype_size(kv),
                            flops = 4.0 * H * D * tokens;
                     double t_bw = limit_secs(bytes, r.bw_gbs),
                            t_fma = limit_secs(flops, r.peak_gflops);
                     r.value = bytes / st.median * 1e-9; r.unit = "GB/s";
                     r.pct = 100.0 * (t_bw > t_fma ? t_bw : t_fma) / st.median;
                     r.limit = t_bw >= t_fma ? "roof:bw" : "roof:fma";
-                    if (hot)
+                    if (shared)
+                        snprintf(r.note, sizeof r.note, "%.1f GFLOP/s; first %d tokens shared",
+                                 flops / st.median * 1e-9, prefix);
+                    else if (hot)
                         snprintf(r.note, sizeof r.note, "%.1f GFLOP/s, %.1f%% of the FMA peak",
                                  flops / st.median * 1e-9, 100.0 * t_fma / st.median);
                     else
@@ -1011,6 +1037,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
     }
     if (ok) kvread_rows(&P, H, Hk, D, bs, seqs, ctx, kv, reps0);
     free(hot_tables);
+    free(shared_tables);
     paged_free(&P);
 }
 
@@ -1227,6 +1254,9 @@ static void usage(FILE *f) {
         "  --hot           decode: after each decode row a decode-hot row, the same call over block\n"
         "                  tables that name a few blocks again and again (512 KiB of K and V): the\n"
         "                  cache read from L2/L3, the arithmetic's own time\n"
+        "  --shared-prefix P  decode: after each decode row a decode-shared row, the same call\n"
+        "                  over tables whose every sequence names the first one's blocks for its\n"
+        "                  first P tokens (whole blocks); its bytes count those blocks once\n"
         "  --f32-probs     exec.f32_probs = 1: bf16 queries on the f32 kernels, not the bf16 pair\n"
         "                  or tile kernels (the header says so)\n"
         "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other "
@@ -1298,6 +1328,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--hk")) ok = (g.Hk = atoi(v)) >= 1;
         else if (!strcmp(a, "--gqa")) ok = parse_list(v, &g.gqa, 0);
         else if (!strcmp(a, "-D")) ok = parse_list(v, &g.D, 0);
+        else if (!strcmp(a, "--shared-prefix")) ok = (g.shared_prefix = atoi(v)) >= 1;
         else if (!strcmp(a, "-S")) ok = parse_list(v, &g.S, 0);
         else if (!strcmp(a, "--seqs")) ok = parse_list(v, &g.seqs, 0);
         else if (!strcmp(a, "--ctx")) ok = parse_list(v, &g.ctx, 0);

@@ -45,6 +45,8 @@ static size_t td_slots(const td_case *c, const td_data *d) {
     return (size_t)d->cache.num_blocks * c->bs * c->Hk * c->D;
 }
 
+static void td_reference(const td_case *c, td_data *d);
+
 /* Builds a cache whose every unused slot holds NaN, sequences on shuffled blocks, queries, and
    the reference outputs. */
 static void td_make(const td_case *c, uint64_t seed, td_data *d) {
@@ -114,7 +116,12 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
     d->p.alibi_slopes = c->alibi ? d->slopes : NULL; d->p.sinks = c->sinks ? d->sinks : NULL;
     d->ref_out = (double *)tu_alloc(nq * sizeof(double));
     d->ref_lse = (double *)tu_alloc(((size_t)c->num_seqs * c->H + 1) * sizeof(double));
-    for (s = 0; s < c->num_seqs; s++) {
+    td_reference(c, d);
+}
+
+/* The reference outputs of the case's sequences over the cache as their tables read it. */
+static void td_reference(const td_case *c, td_data *d) {
+    for (int s = 0; s < c->num_seqs; s++) {
         int L = c->lens[s];
         size_t row = (size_t)c->Hk * c->D;
         float *k = (float *)tu_alloc(((size_t)L * row + 1) * 4),

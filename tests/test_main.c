@@ -28,6 +28,7 @@
 #include "test_onednn.c"
 #include "test_guard.c"
 #include "test_determinism.c"
+#include "test_shared.c"
 #include "test_fuzz_found.c"
 
 static const attn_test_entry all_tests[] = {
@@ -44,6 +45,7 @@ static const attn_test_entry all_tests[] = {
     TEST_ONEDNN_LIST,
     TEST_GUARD_LIST,
     TEST_DETERMINISM_LIST,
+    TEST_SHARED_LIST,
     TEST_FUZZ_FOUND_LIST,
     {NULL, NULL}};
 
