@@ -481,6 +481,9 @@ typedef struct attn_exec {
     char *error_msg;    /* NULL, or error_msg_bytes of caller memory where attn_forward writes
                            which check failed, naming the field (see ERRORS); "" on success */
     size_t error_msg_bytes;
+    int no_shared_prefixes;  /* 1: paged decode reads a prefix shared by several sequences once
+                                per sequence, not once for all (attn_paged_decode); the same
+                                bits, slower - for comparisons */
 } attn_exec;
 
 /* ---------------------------------------------------------------------------------------------
@@ -886,8 +889,9 @@ ATTNDEF attn_status attn_prefix_cache_lookup(attn_block_pool *pool, attn_seq *se
    computed in one pass for the query heads of all of them (up to 64 heads a pass), its keys and
    values read once instead of once a sequence. Automatic, here and in attn_forward's decodes;
    each sequence's out and lse are bitwise those it gets without the sharing, in any batch and
-   on any thread count. Finding them sorts the call's whole partitions by their first block
-   (about 14 us for 512 partitions, docs/PERF.md#decode-shared-prefix).
+   on any thread count (exec.no_shared_prefixes = 1 turns it off, for comparisons). Finding them
+   sorts the call's whole partitions by their first block (about 14 us for 512 partitions,
+   docs/PERF.md#decode-shared-prefix).
    Errors: ATTN_ERR_INVALID_ARG (NULLs, negative lengths, dtype or geometry mismatch between
    params and cache), ATTN_ERR_OUT_OF_RANGE (a length the block table cannot hold, a block id
    outside the cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_UNSUPPORTED (exec). */
@@ -2281,6 +2285,8 @@ typedef struct attn__call {
     int fp8_pairs;                  /* dot2, and over fp8 rows too (its byte tables run here) */
     int tiles;                      /* ... and bf16 prefill products run on tiles (ATTN_ISA_AMX) */
     int on_tiles;                   /* the call's ISA is ATTN_ISA_AMX and its table has tiles */
+    int share;                      /* decode computes shared partitions once (not
+                                       exec.no_shared_prefixes) */
     int64_t work;                   /* the call's estimated multiply-adds (attn__args_work), set
                                        by its entry point before it runs items;
                                        ATTN__WORK_UNKNOWN for attn_parallel_run */
@@ -2797,6 +2803,7 @@ ATTN__PRIVATE void attn__call_of(const attn_exec *exec, int onednn, attn__call *
     c->threads = attn_exec_threads(exec);
     c->gemm = onednn ? ATTN_GEMM_ONEDNN : exec ? exec->gemm : ATTN_GEMM_NATIVE;
     c->bf16_probs = !(exec && exec->f32_probs);
+    c->share = !(exec && exec->no_shared_prefixes);
     c->dot2 = c->bf16_probs && (c->k->caps & attn__cpu_flags() & ATTN__CAP_BF16_PAIRS) != 0;
     /* the pair kernels pay where the CPU's bf16 dot products outrun its FMAs; elsewhere (Intel's
        Xeons) the f32 kernels are faster, except beside the tiles: docs/PERF.md#bf16-dot-rates */
@@ -4465,11 +4472,11 @@ ATTN__PRIVATE void attn__decode_add_stacks(attn__decode_plan *P, int part, int f
    Each is keyed by its first block and its index among all partitions, and the keys sorted: a
    run of one first block is split into the sets whose blocks all agree, at the same partition
    index. A call where no two partitions start in one block costs the keys' sort. */
-ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, int widths) {
+ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, const attn__call *c) {
     int64_t total = P->part_start[P->num_seqs], n = 0, i, j;
-    int n_members = 0;
+    int n_members = 0, widths = c->k->decode_widths;
     P->n_stacks = P->n_own = 0;
-    if (P->G > ATTN__DECODE_STACK_HEADS / 2) return;
+    if (!c->share || P->G > ATTN__DECODE_STACK_HEADS / 2) return;
     for (int s = 0; s < P->num_seqs; s++)
         for (int64_t part = 0; part < P->part_start[s + 1] - P->part_start[s]; part++)
             if (attn__decode_whole_part(P, s, part)) {
@@ -4554,7 +4561,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->tile_cols = attn__decode_tile_cols(P->G, P->tile_terms);
     P->tile_scale = P->q_mul * P->k_scale * attn__decode_tile_fold(cache->dtype);
     attn__decode_choose_span(P, a->version, c->threads);
-    attn__decode_share(P, c->k->decode_widths);
+    attn__decode_share(P, c);
     return ATTN_OK;
 }
 

@@ -23,6 +23,8 @@
      before the first step, and every prompt's sequence starts as a fork of it;
    - greedy, or --temp / --top-p sampling with --seed; --kv-dtype, --block-size, --blocks (pool
      size), --threads, --backend sdpa|ipex (ipex needs -DATTN_USE_ONEDNN ... -ldnnl);
+   - decode reads a prompt's blocks that its -n samples share once for all of them (attn.h's
+     shared prefixes; --shared-prefixes off reads them once a sample, for the comparison);
    - text in and out with a llama2.c tokenizer.bin (-z), token ids otherwise;
    - at the end: prefill and decode tokens/s, time in attention vs the rest, peak KV blocks in use,
      preemptions, the prefix cache's hits (prefill tokens saved) and the mean time to first
@@ -36,7 +38,8 @@
                 [-n K] [-m MAX_NEW] [--temp T] [--top-p P] [--seed S] [--chunk N]
                 [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
                 [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
-                [--system TEXT] [--prefix-cache on|off] [--ignore-eos] [--dump FILE] [-q]
+                [--system TEXT] [--prefix-cache on|off] [--shared-prefixes on|off]
+                [--ignore-eos] [--dump FILE] [-q]
    Without a tokenizer a prompt of digits ("1 403 77") is token ids, other text its bytes. An id
    outside the vocabulary, a prompt (with --system) that leaves no room to generate in seq_len,
    or a line of -f longer than 4095 characters is refused with a message. Generation stops at
@@ -354,6 +357,8 @@ typedef struct options {
     const int *sys_tok;         /* --system: tokens before every prompt, computed once */
     int sys_len;
     int prefix_cache;           /* --prefix-cache on (1) | off (0) */
+    int shared_prefixes;        /* --shared-prefixes on (1) | off (0): decode reads blocks that
+                                   several samples share once for all (attn.h's default) */
 } options;
 
 typedef struct stats {
@@ -565,6 +570,7 @@ static int engine_init(engine *e, const model *m, const options *o, int max_seqs
         return 0;
     }
     e->ex.num_threads = o->threads;
+    e->ex.no_shared_prefixes = !o->shared_prefixes;
     e->ex.error_msg = e->msg; e->ex.error_msg_bytes = sizeof e->msg;
     int bs = o->block_size, mb = (m->seq_len + bs - 1) / bs;
     size_t cb = attn_kv_cache_bytes(o->blocks, bs, m->kv_heads, m->hs, o->kv);
@@ -1060,6 +1066,7 @@ static void options_default(options *o) {
     o->max_new = 32; o->top_p = 0.9f; o->seed = 42; o->kv = ATTN_F32;
     o->backend = ATTN_BACKEND_SDPA;
     o->prefix_cache = 1;
+    o->shared_prefixes = 1;
 }
 
 static void set_threads(int n) {
@@ -1167,6 +1174,10 @@ static int run(int argc, char **argv) {
         else if (!strcmp(a, "--prefix-cache")) {
             if (!strcmp(v, "on") || !strcmp(v, "off")) o.prefix_cache = !strcmp(v, "on");
             else { fprintf(stderr, "unknown --prefix-cache %s (on or off)\n", v); return 1; }
+        }
+        else if (!strcmp(a, "--shared-prefixes")) {
+            if (!strcmp(v, "on") || !strcmp(v, "off")) o.shared_prefixes = !strcmp(v, "on");
+            else { fprintf(stderr, "unknown --shared-prefixes %s (on or off)\n", v); return 1; }
         }
         else if (!strcmp(a, "--kv-dtype")) {
             if (!parse_dtype(v, &o.kv)) { fprintf(stderr, "unknown --kv-dtype %s\n", v); return 1; }
