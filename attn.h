@@ -417,15 +417,44 @@ typedef enum attn_type {
     ATTN_ENCODER_DECODER   /* cross-attention: decoder queries over the encoder's K/V */
 } attn_type;
 
+/* The ISAs: one list makes the enum (after ATTN_ISA_AUTO = 0, the best the CPU and build
+   support), and in the implementation attn_isa_name, attn_isa_supported, attn_best_isa, the ISA
+   list of attn_build_info and the kernel-table lookup (attn__kernels_for). A row is X(enum name,
+   value, name, compile guard, runs on the CPU, preference, kernel table, build info): the guard is
+   [A]'s ATTN__HAVE_<ISA> (1 or 0); "runs" tests cpu, the ATTN__CPU_ flags of [E]; AUTO takes the
+   ISA of highest preference that runs (0: never by itself); the kernel table is read only where
+   the guard is 1 (a pass's table, attn__table__<isa>, exists only where [I] compiles the pass);
+   the build info is its text after "isa=" (a comma before it, but in the first row). A new ISA
+   takes the next value, before ATTN_ISA_COUNT: the values are part of the ABI. */
+#define ATTN__ISA_LIST(X)                                                                         \
+    X(ATTN_ISA_SCALAR, 1, "scalar", 1, 1, 1, &attn__table__scalar, "scalar")                      \
+    /* AVX2 + FMA + F16C */                                                                       \
+    X(ATTN_ISA_AVX2,   2, "avx2",   ATTN__HAVE_AVX2,   (cpu & ATTN__CPU_AVX2) != 0,   2,          \
+      &attn__table__avx2, ",avx2")                                                                \
+    /* AVX-512 F/BW/VL/DQ: the vector kernels of every call, in 16 lanes; bf16 inputs take the    \
+       bf16 dot-product kernels (AVX-512 BF16) only where they outrun the FMAs (see PRECISION) */ \
+    X(ATTN_ISA_AVX512, 3, "avx512", ATTN__HAVE_AVX512, (cpu & ATTN__CPU_AVX512) != 0, 3,          \
+      &attn__table__avx512, ",avx512")                                                            \
+    /* aarch64 Advanced SIMD */                                                                   \
+    X(ATTN_ISA_NEON,   4, "neon",   ATTN__HAVE_NEON,   1,                             2,          \
+      &attn__table__neon, ",neon")                                                                \
+    /* AVX-512 plus the AMX-BF16 tiles (x86-64 Linux): bf16 prefill, and bf16 decode with eight \
+       or more query heads a KV head, on the tiles (see AMX); the rest as on AVX-512. Builds with \
+       ATTN_TILES_EMULATE run it on emulated tiles over the AVX2 kernels where the CPU has none   \
+       (AUTO never takes those) */                                                                \
+    X(ATTN_ISA_AMX,    5, "amx",    ATTN__HAVE_TILES,                                             \
+      attn__tiles_real(cpu) || attn__tiles_emulated(cpu), attn__tiles_real(cpu) ? 4 : 0,          \
+      attn__tiles_real(cpu) ? ATTN__IF(ATTN__HAVE_AMX)(&attn__table__avx512, NULL)                \
+                            : ATTN__IF(ATTN__HAVE_TILE_EMULATION)(&attn__table__avx2, NULL),      \
+      ATTN__INFO_AMX)
+
+#define ATTN__ISA_ENUM(name, value, str, guard, runs, pref, table, info) name = value,
 typedef enum attn_isa {
-    ATTN_ISA_AUTO = 0,     /* the best the CPU and build support */
-    ATTN_ISA_SCALAR,
-    ATTN_ISA_AVX2,         /* AVX2 + FMA + F16C */
-    ATTN_ISA_AVX512,       /* AVX-512 F/BW/VL (+BF16 dot products where present) */
-    ATTN_ISA_NEON,         /* aarch64 Advanced SIMD */
-    ATTN_ISA_AMX,          /* AVX-512 plus AMX-BF16 tiles for the bf16 prefill products (Linux) */
+    ATTN_ISA_AUTO = 0,
+    ATTN__ISA_LIST(ATTN__ISA_ENUM)
     ATTN_ISA_COUNT
 } attn_isa;
+#undef ATTN__ISA_ENUM
 
 typedef enum attn_gemm {
     ATTN_GEMM_NATIVE = 0,  /* our micro-kernels */
@@ -1154,8 +1183,10 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #define ATTN_ASSERT(x) assert(x)
 #endif
 
-/* Which ISA passes are compiled. x86 paths need GCC/Clang target regions (or the matching -m
-   flags under ATTN_NO_RUNTIME_DISPATCH); NEON is a compile-time choice on aarch64. */
+/* Which ISA passes are compiled: each ATTN__HAVE_<ISA> is 1 or 0, never undefined, because the
+   ISA table (ATTN__ISA_LIST) reads them in expressions; test them with #if, not #ifdef
+   (tests/house.sh checks). x86 paths need GCC/Clang target regions (or the matching -m flags
+   under ATTN_NO_RUNTIME_DISPATCH); NEON is a compile-time choice on aarch64. */
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
 #define ATTN__X86 1
 #endif
@@ -1163,30 +1194,46 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
     ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
      (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)))
 #define ATTN__HAVE_AVX2 1
+#else
+#define ATTN__HAVE_AVX2 0
 #endif
 #if !defined(ATTN_NO_SIMD) && defined(ATTN__X86) && !defined(ATTN_NO_AVX512) &&               \
     ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
      (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&              \
       defined(__AVX512DQ__)))
 #define ATTN__HAVE_AVX512 1
+#else
+#define ATTN__HAVE_AVX512 0
 #endif
 #if !defined(ATTN_NO_SIMD) && !defined(ATTN_NO_NEON) && defined(__aarch64__)
 #define ATTN__HAVE_NEON 1
+#else
+#define ATTN__HAVE_NEON 0
 #endif
 /* AMX tiles (x86-64, GCC 11 / Clang 12 or later): the tile kernels of the AVX-512 pass. */
-#if defined(ATTN__HAVE_AVX512) && defined(__x86_64__) && !defined(ATTN_NO_AMX) &&             \
+#if ATTN__HAVE_AVX512 && defined(__x86_64__) && !defined(ATTN_NO_AMX) &&                      \
     ((defined(__clang__) && __clang_major__ >= 12) ||                                         \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #define ATTN__HAVE_AMX 1
+#else
+#define ATTN__HAVE_AMX 0
 #endif
 /* The same tile kernels over emulated tiles in the AVX2 pass (tests on CPUs without AMX). */
-#if defined(ATTN_TILES_EMULATE) && defined(ATTN__HAVE_AVX2) && !defined(ATTN_NO_AMX)
+#if defined(ATTN_TILES_EMULATE) && ATTN__HAVE_AVX2 && !defined(ATTN_NO_AMX)
 #define ATTN__HAVE_TILE_EMULATION 1
+#else
+#define ATTN__HAVE_TILE_EMULATION 0
+#endif
+/* ATTN_ISA_AMX is compiled in: real tiles, emulated ones, or both. */
+#if ATTN__HAVE_AMX || ATTN__HAVE_TILE_EMULATION
+#define ATTN__HAVE_TILES 1
+#else
+#define ATTN__HAVE_TILES 0
 #endif
 /* Decode's logits on the tiles too, wherever the tile kernels are (see attn__decode_tile_keys):
    for bf16 queries and eight or more query heads a KV head, or with ATTN_DECODE_TILES for every
    query dtype and four or more (attn__decode_tiles_may_run). */
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+#if ATTN__HAVE_TILES
 #define ATTN__HAVE_DECODE_TILES 1
 #endif
 #ifdef ATTN_DECODE_TILES
@@ -1196,7 +1243,7 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__fp8_bf16_words__avx512); GNU-style only. */
-#if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
+#if ATTN__HAVE_AVX512 && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
 #define ATTN__HAVE_E4M3_LUT 1
 #endif
 
@@ -1207,13 +1254,13 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>   /* vsnprintf, for error messages; nothing is printed */
-#if defined(ATTN__HAVE_AVX2) || defined(ATTN__HAVE_AVX512)
+#if ATTN__HAVE_AVX2 || ATTN__HAVE_AVX512
 #include <immintrin.h>
 #endif
 #if defined(ATTN__X86) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
-#ifdef ATTN__HAVE_NEON
+#if ATTN__HAVE_NEON
 #include <arm_neon.h>
 #endif
 #ifdef ATTN_USE_OPENMP
@@ -1246,6 +1293,12 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #endif
 #define ATTN__CAT2_(a, b) a##b
 #define ATTN__CAT2(a, b) ATTN__CAT2_(a, b)
+/* ATTN__IF(c)(then, else): then where c expands to 1, else where it expands to 0 (a compile
+   guard such as ATTN__HAVE_AVX2); the other branch is dropped unread, so it may name what this
+   build lacks (the ISA table's kernel tables). */
+#define ATTN__IF(c) ATTN__CAT2(ATTN__IF_, c)
+#define ATTN__IF_1(then, otherwise) then
+#define ATTN__IF_0(then, otherwise) otherwise
 #define ATTN__ALIGN 64
 #define ATTN__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN__MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -1322,29 +1375,13 @@ ATTN__PRIVATE attn_status attn__fail_default(const attn__msg *m, attn_status st,
 
 ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 
-#ifdef ATTN__HAVE_AVX2
-#define ATTN__INFO_AVX2 ",avx2"
-#else
-#define ATTN__INFO_AVX2 ""
-#endif
-#ifdef ATTN__HAVE_AVX512
-#define ATTN__INFO_AVX512 ",avx512"
-#else
-#define ATTN__INFO_AVX512 ""
-#endif
-#if defined(ATTN__HAVE_AMX) && defined(ATTN__HAVE_TILE_EMULATION)
+/* The AMX row's build info (the ISA table): which tiles this build runs ATTN_ISA_AMX on. */
+#if ATTN__HAVE_AMX && ATTN__HAVE_TILE_EMULATION
 #define ATTN__INFO_AMX ",amx(emulated where the CPU lacks tiles)"
-#elif defined(ATTN__HAVE_AMX)
+#elif ATTN__HAVE_AMX
 #define ATTN__INFO_AMX ",amx"
-#elif defined(ATTN__HAVE_TILE_EMULATION)
+#else
 #define ATTN__INFO_AMX ",amx(emulated)"
-#else
-#define ATTN__INFO_AMX ""
-#endif
-#ifdef ATTN__HAVE_NEON
-#define ATTN__INFO_NEON ",neon"
-#else
-#define ATTN__INFO_NEON ""
 #endif
 #ifdef ATTN_USE_OPENMP
 #define ATTN__INFO_OMP " openmp=yes"
@@ -1370,9 +1407,10 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #endif
 
 ATTNDEF const char *attn_build_info(void) {
-    return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
-        ATTN__INFO_AMX ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8
-        ATTN__INFO_DECODE_TILES;
+#define ATTN__ISA_INFO(name, value, str, guard, runs, pref, table, info) ATTN__IF(guard)(info, "")
+    return "attn.h " ATTN_VERSION_STRING " isa=" ATTN__ISA_LIST(ATTN__ISA_INFO)
+        ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8 ATTN__INFO_DECODE_TILES;
+#undef ATTN__ISA_INFO
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1401,7 +1439,7 @@ ATTN__PRIVATE uint64_t attn__xgetbv0(void) {
    are fine. Made as a raw system call: <sys/syscall.h> needs feature macros the includer may
    not have set. Elsewhere tiles stay off. */
 ATTN__PRIVATE int attn__tile_permission(void) {
-#if defined(__linux__) && defined(__x86_64__) && defined(ATTN__HAVE_AMX)
+#if defined(__linux__) && defined(__x86_64__) && ATTN__HAVE_AMX
     long ret, nr = 158 /* SYS_arch_prctl */, req = 0x1023 /* ARCH_REQ_XCOMP_PERM */, feature = 18;
     __asm__ volatile("syscall" : "=a"(ret) : "0"(nr), "D"(req), "S"(feature) : "rcx", "r11",
                      "memory");
@@ -1443,10 +1481,46 @@ ATTN__PRIVATE int attn__cpu_is_amd(void) { return 0; }
 ATTN__PRIVATE int attn__detect_cpu(void) { return 0; }
 #endif
 
+/* The flags attn_cpu_features names, in its order: X(flag, name, word when set, word when
+   not). amx: usable tiles; bf16dot=fast: the bf16 pair kernels run (ATTN__CPU_BF16_DOT_FAST). */
+#define ATTN__CPU_FEATURE_LIST(X)                                                                 \
+    X(ATTN__CPU_AVX2, "avx2", "yes", "no")                                                        \
+    X(ATTN__CPU_AVX512, "avx512", "yes", "no")                                                    \
+    X(ATTN__CPU_AVX512BF16, "avx512bf16", "yes", "no")                                            \
+    X(ATTN__CPU_AVX512VBMI, "avx512vbmi", "yes", "no")                                            \
+    X(ATTN__CPU_AMX, "amx", "yes", "no")                                                          \
+    X(ATTN__CPU_BF16_DOT_FAST, "bf16dot", "fast", "no")
+#define ATTN__CPU_TEXT_BYTES(flag, name, yes, no) + sizeof(name "=" yes no)
+/* attn_cpu_features' text, "name=word" for each flag, written at detection with the flags
+   (before them, so a caller who sees the flags sees the text; a racing first caller writes the
+   same bytes). */
+static char attn__cpu_text[0 ATTN__CPU_FEATURE_LIST(ATTN__CPU_TEXT_BYTES)];
+#undef ATTN__CPU_TEXT_BYTES
+
+/* Appends "name=word " at p; returns the end. */
+ATTN__PRIVATE char *attn__cpu_text_add(char *p, const char *name, const char *word) {
+    size_t n = strlen(name), w = strlen(word);
+    memcpy(p, name, n);
+    p[n] = '=';
+    memcpy(p + n + 1, word, w);
+    p[n + 1 + w] = ' ';
+    return p + n + w + 2;
+}
+
+ATTN__PRIVATE void attn__cpu_text_write(int flags) {
+    char *p = attn__cpu_text;
+#define ATTN__CPU_TEXT_ADD(flag, name, yes, no)                                                   \
+    p = attn__cpu_text_add(p, name, (flags & flag) ? yes : no);
+    ATTN__CPU_FEATURE_LIST(ATTN__CPU_TEXT_ADD)
+#undef ATTN__CPU_TEXT_ADD
+    p[-1] = '\0';
+}
+
 ATTN__PRIVATE int attn__cpu_flags(void) {
     int flags = attn__cpu_flags_cache;
     if (!(flags & ATTN__CPU_DETECTED)) {
         flags = attn__detect_cpu() | ATTN__CPU_DETECTED;
+        attn__cpu_text_write(flags);
         attn__cpu_flags_cache = flags;
     }
     return flags;
@@ -1456,45 +1530,15 @@ ATTNDEF const char *attn_cpu_features(void) {
 #ifdef __aarch64__
     return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
 #else
-#define ATTN__CPU_TEXT(F)                                                                         \
-    F("avx2=no avx512=no avx512bf16=no avx512vbmi=no")                                            \
-    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=no")                                           \
-    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=no")                                           \
-    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=no")                                          \
-    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=no")                                           \
-    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=no")                                          \
-    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=no")                                          \
-    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no")                                         \
-    F("avx2=no avx512=no avx512bf16=no avx512vbmi=yes")                                           \
-    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=yes")                                          \
-    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=yes")                                          \
-    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes")                                         \
-    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=yes")                                          \
-    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes")                                         \
-    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes")                                         \
-    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes")
-#define ATTN__CPU_AMX_NO(x) x " amx=no",
-#define ATTN__CPU_AMX_YES(x) x " amx=yes",
-#define ATTN__CPU_AMX_NO_DOT(x) x " amx=no bf16dot=fast",
-#define ATTN__CPU_AMX_YES_DOT(x) x " amx=yes bf16dot=fast",
-    /* indexed by the six ATTN__CPU_ flags below bit 6 (amx: usable tiles; bf16dot=fast: the
-       bf16 pair kernels run, ATTN__CPU_BF16_DOT_FAST) */
-    static const char *const text[64] = {
-        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES)
-        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO_DOT) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES_DOT)};
-#undef ATTN__CPU_AMX_NO
-#undef ATTN__CPU_AMX_YES
-#undef ATTN__CPU_AMX_NO_DOT
-#undef ATTN__CPU_AMX_YES_DOT
-#undef ATTN__CPU_TEXT
-    return text[attn__cpu_flags() & 63];
+    attn__cpu_flags();  /* writes the text with the flags */
+    return attn__cpu_text;
 #endif
 }
 
 /* ATTN_ISA_AMX runs on real tiles (the AVX-512 pass) where the CPU and OS give them, else, in
    ATTN_TILES_EMULATE builds, on emulated tiles (the AVX2 pass). */
 ATTN__PRIVATE int attn__tiles_real(int cpu) {
-#ifdef ATTN__HAVE_AMX
+#if ATTN__HAVE_AMX
     return (cpu & ATTN__CPU_AMX) != 0;
 #else
     (void)cpu;
@@ -1502,7 +1546,7 @@ ATTN__PRIVATE int attn__tiles_real(int cpu) {
 #endif
 }
 ATTN__PRIVATE int attn__tiles_emulated(int cpu) {
-#ifdef ATTN__HAVE_TILE_EMULATION
+#if ATTN__HAVE_TILE_EMULATION
     return !attn__tiles_real(cpu) && (cpu & ATTN__CPU_AVX2) != 0;
 #else
     (void)cpu;
@@ -1513,43 +1557,36 @@ ATTN__PRIVATE int attn__tiles_emulated(int cpu) {
 ATTNDEF int attn_isa_supported(attn_isa isa) {
     int cpu = attn__cpu_flags();
     (void)cpu;
-    switch (isa) {
-        case ATTN_ISA_AUTO:
-        case ATTN_ISA_SCALAR: return 1;
-#ifdef ATTN__HAVE_AVX2
-        case ATTN_ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
-#endif
-#ifdef ATTN__HAVE_AVX512
-        case ATTN_ISA_AVX512: return (cpu & ATTN__CPU_AVX512) != 0;
-#endif
-#ifdef ATTN__HAVE_NEON
-        case ATTN_ISA_NEON: return 1;
-#endif
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
-        case ATTN_ISA_AMX: return attn__tiles_real(cpu) || attn__tiles_emulated(cpu);
-#endif
-        default: return 0;
-    }
+    if (isa == ATTN_ISA_AUTO) return 1;
+#define ATTN__ISA_RUNS(name, value, str, guard, runs, pref, table, info)                          \
+    if (isa == name) return guard && (runs);
+    ATTN__ISA_LIST(ATTN__ISA_RUNS)
+#undef ATTN__ISA_RUNS
+    return 0;
 }
 
+/* The supported ISA of highest preference (the ISA table's); the first of equals. */
 ATTNDEF attn_isa attn_best_isa(void) {
-    if (attn__tiles_real(attn__cpu_flags())) return ATTN_ISA_AMX;
-    if (attn_isa_supported(ATTN_ISA_AVX512)) return ATTN_ISA_AVX512;
-    if (attn_isa_supported(ATTN_ISA_AVX2)) return ATTN_ISA_AVX2;
-    if (attn_isa_supported(ATTN_ISA_NEON)) return ATTN_ISA_NEON;
-    return ATTN_ISA_SCALAR;
+    int cpu = attn__cpu_flags(), most = 0;
+    attn_isa best = ATTN_ISA_SCALAR;
+    (void)cpu;
+#define ATTN__ISA_BEST(name, value, str, guard, runs, pref, table, info)                          \
+    if (guard && (runs) && (pref) > most) {                                                       \
+        best = name;                                                                              \
+        most = (pref);                                                                            \
+    }
+    ATTN__ISA_LIST(ATTN__ISA_BEST)
+#undef ATTN__ISA_BEST
+    return best;
 }
 
 ATTNDEF const char *attn_isa_name(attn_isa isa) {
-    switch (isa) {
-        case ATTN_ISA_AUTO: return "auto";
-        case ATTN_ISA_SCALAR: return "scalar";
-        case ATTN_ISA_AVX2: return "avx2";
-        case ATTN_ISA_AVX512: return "avx512";
-        case ATTN_ISA_NEON: return "neon";
-        case ATTN_ISA_AMX: return "amx";
-        default: return "unknown";
-    }
+    if (isa == ATTN_ISA_AUTO) return "auto";
+#define ATTN__ISA_NAME(name, value, str, guard, runs, pref, table, info)                          \
+    if (isa == name) return str;
+    ATTN__ISA_LIST(ATTN__ISA_NAME)
+#undef ATTN__ISA_NAME
+    return "unknown";
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2641,6 +2678,22 @@ typedef struct attn__kernels {
 #define ATTN__ISA_AVX512_PASS 3
 #define ATTN__ISA_NEON_PASS 4
 
+/* A pass's target region (GCC's and Clang's; under ATTN_NO_RUNTIME_DISPATCH the -m flags enable
+   the ISA instead): every function between ATTN__TARGET_PUSH(targets) and ATTN__TARGET_POP() is
+   compiled for those targets. */
+#define ATTN__PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define ATTN__TARGET_PUSH(t)                                                                      \
+    ATTN__PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define ATTN__TARGET_POP() ATTN__PRAGMA(clang attribute pop)
+#elif defined(__GNUC__)
+#define ATTN__TARGET_PUSH(t) ATTN__PRAGMA(GCC push_options) ATTN__PRAGMA(GCC target(t))
+#define ATTN__TARGET_POP() ATTN__PRAGMA(GCC pop_options)
+#else
+#define ATTN__TARGET_PUSH(t)
+#define ATTN__TARGET_POP()
+#endif
+
 /* GCC 12's AVX-512 headers self-initialise placeholders (`__Y = __Y`), which -Wmaybe-uninitialized
    reports at every inlined use in C++; the kernels themselves read nothing uninitialised. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -2653,43 +2706,23 @@ typedef struct attn__kernels {
 #include ATTN_HEADER_FILENAME
 #undef ATTN__KERNEL_PASS
 
-#ifdef ATTN__HAVE_AVX2
+#if ATTN__HAVE_AVX2
 #define ATTN__KERNEL_PASS ATTN__ISA_AVX2_PASS
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+ATTN__TARGET_PUSH("avx2,fma,f16c")
 #include ATTN_HEADER_FILENAME
-#if defined(__clang__)
-#pragma clang attribute pop
-#elif defined(__GNUC__)
-#pragma GCC pop_options
-#endif
+ATTN__TARGET_POP()
 #undef ATTN__KERNEL_PASS
 #endif
 
-#ifdef ATTN__HAVE_AVX512
+#if ATTN__HAVE_AVX512
 #define ATTN__KERNEL_PASS ATTN__ISA_AVX512_PASS
-#if defined(__clang__)
-#pragma clang attribute push(                                                                     \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))),                  \
-    apply_to = function)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#endif
+ATTN__TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #include ATTN_HEADER_FILENAME
-#if defined(__clang__)
-#pragma clang attribute pop
-#elif defined(__GNUC__)
-#pragma GCC pop_options
-#endif
+ATTN__TARGET_POP()
 #undef ATTN__KERNEL_PASS
 #endif
 
-#ifdef ATTN__HAVE_NEON
+#if ATTN__HAVE_NEON
 #define ATTN__KERNEL_PASS ATTN__ISA_NEON_PASS
 #include ATTN_HEADER_FILENAME
 #undef ATTN__KERNEL_PASS
@@ -2698,31 +2731,18 @@ typedef struct attn__kernels {
 #pragma GCC diagnostic pop
 #endif
 
+/* The kernel table of an ISA (the ISA table's). The scalar table for an ISA this build or CPU
+   lacks, which the entry points refuse before any kernel runs (the size queries answer for any
+   exec). */
 ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
-    switch (isa) {
-#ifdef ATTN__HAVE_AVX2
-        case ATTN_ISA_AVX2: return &attn__table__avx2;
-#endif
-#ifdef ATTN__HAVE_AVX512
-        case ATTN_ISA_AVX512: return &attn__table__avx512;
-#endif
-#ifdef ATTN__HAVE_NEON
-        case ATTN_ISA_NEON: return &attn__table__neon;
-#endif
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
-        case ATTN_ISA_AMX:  /* real tiles on the AVX-512 table, emulated ones on the AVX2 table */
-#ifdef ATTN__HAVE_AMX
-            if (attn__tiles_real(attn__cpu_flags())) return &attn__table__avx512;
-#endif
-#ifdef ATTN__HAVE_TILE_EMULATION
-            return &attn__table__avx2;
-#else
-            break;  /* no tiles: the ISA is refused as unsupported before any kernel runs */
-#endif
-#endif
-        default: break;
-    }
-    return &attn__table__scalar;
+    const attn__kernels *k = NULL;
+    int cpu = attn__cpu_flags();
+    (void)cpu;
+#define ATTN__ISA_TABLE(name, value, str, guard, runs, pref, table, info)                         \
+    if (isa == name) k = ATTN__IF(guard)(table, NULL);
+    ATTN__ISA_LIST(ATTN__ISA_TABLE)
+#undef ATTN__ISA_TABLE
+    return k ? k : &attn__table__scalar;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -5508,7 +5528,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128((__m128i *)(void *)p, packed);
 }
-#ifdef ATTN__HAVE_TILE_EMULATION
+#if ATTN__HAVE_TILE_EMULATION
 /* The tile kernels over emulated tiles (ATTN_TILES_EMULATE): the bf16 pair layouts they use,
    and the tile operations as plain code over a tile file in memory (see [V]). */
 #define ATTN__HAS_PAIRS 1
@@ -5603,7 +5623,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
 #define ATTN__HAS_PAIRS 1
 #define ATTN__PAIRS_TARGET ATTN__DOT2_TARGET
-#ifdef ATTN__HAVE_AMX
+#if ATTN__HAVE_AMX
 /* AMX: the tile kernels of [V] on the tile registers (every CPU with tiles has AVX-512 BF16). */
 #define ATTN__HAS_TILES 1
 #define ATTN__TILES_REAL 1
