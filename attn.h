@@ -96,83 +96,73 @@
        Kernels never read a slot at or past a sequence's length.
    MEMORY
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
-       takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
-       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes, and
-       a pool's prefix cache in memory sized by attn_prefix_cache_bytes.
-       Where the bf16 pair or tile kernels can run (below), the workspace of attn_sdpa,
-       attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
-       of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as
-       vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a thread, no more than the longest
-       sequence needs - so that each query tile of that KV head reuses them instead of packing
-       them again. The same values either way: results do not depend on it. The size queries
-       see no dtypes, and attn_forward's no cache, so on such a CPU they count this for f32 and
-       f16 calls too, and attn_forward's for caches that are not bf16 with unit scales;
-       exec.f32_probs = 1, which changes nothing else for those calls, leaves it out. On
-       ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
-       its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
-       for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
-       keys and values.
-       Paged decode's workspace (attn_paged_decode_workspace_size, and attn_forward's for its
-       decodes) holds each partition's partial results, (2 + D) floats per query head and
-       512-token partition, and per thread the queries, logits and output accumulators of up
-       to eight KV heads, about (2 D + 528) x 4 bytes per query head (G rounded up to 4 or 8);
-       on ATTN_ISA_AMX with D a multiple of 32 and G >= 8 also the tiles' operands (a few KB a
-       KV head). It depends on the shapes, the threads and the ISA, never on the dtypes.
+       takes the same arguments; the caller passes ws/ws_bytes (any alignment) of at least that
+       size. The KV cache and the block pool live in caller memory sized by attn_kv_cache_bytes/
+       attn_block_pool_bytes, and a pool's prefix cache in memory sized by
+       attn_prefix_cache_bytes. A workspace size depends on the shapes, on exec (threads, ISA,
+       f32_probs, engine) and on the CPU, never on the dtypes: the queries see none, so one size
+       serves every dtype and counts the scratch that only some of them use. Per call:
+       - prefill (attn_sdpa, attn_paged_prefill, attn_forward's prefills): per thread, the tiles
+         of queries, scores and outputs of one work item, and, where bf16 inputs may take the
+         bf16 kernels on this CPU and ISA (PRECISION: bf16dot=fast, or ATTN_ISA_AMX), up to
+         ATTN_VALUE_CACHE_BYTES (2 MiB) of keys and values packed once and reused by every
+         query tile of a KV head - no more than the longest sequence needs. exec.f32_probs = 1
+         leaves that out. Results never depend on it.
+       - paged decode (attn_paged_decode, attn_forward's decodes): (2 + D) floats per query
+         head and 512-token partition for the partial results, and per thread about
+         (2 D + 528) x 4 bytes per query head, plus a few KB a KV head on ATTN_ISA_AMX.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
        OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
        thread-safe for distinct outputs; the only global is the idempotent CPU detection.
    SIMD
-       Scalar, AVX2+FMA and AVX-512 variants of the same kernel bodies are compiled into every
-       x86 build (no -march flags needed) and chosen at run time by cpuid/xgetbv; aarch64 builds
-       get scalar and NEON (always present there). Any of them can be forced with exec.isa (a
-       forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to about 1e-6
-       relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
-       vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
-       f32 keys and values are read in place, never packed.
+       Scalar, AVX2+FMA and AVX-512 variants of the same kernels are compiled into every x86
+       build (no -march flags needed), scalar and NEON into aarch64 builds; attn_build_info
+       lists them. ATTN_ISA_AUTO (exec.isa = 0) takes the best the CPU supports (attn_best_isa,
+       from cpuid/xgetbv, detected once; attn_cpu_features says what was found); exec.isa forces
+       one, and a forced ISA the CPU or build lacks returns ATTN_ERR_UNSUPPORTED
+       (attn_isa_supported asks first). Different ISAs agree to about 1e-6 relative; the same
+       ISA is bitwise reproducible (DETERMINISM). f32 keys and values are read in place, never
+       copied.
    AMX (ATTN_ISA_AMX; x86-64 Linux, GCC 11 / Clang 12 or later; ATTN_NO_AMX compiles it out)
-       The AVX-512 ISA plus the AMX-BF16 tile units of Intel Xeons (Sapphire Rapids and later):
-       chosen by ATTN_ISA_AUTO where cpuid shows AMX-TILE and AMX-BF16, the OS enables tile
-       state (XCR0) and Linux grants this process the tile data (arch_prctl
-       ARCH_REQ_XCOMP_PERM, asked once at CPU detection); refused or elsewhere, AUTO stays on
-       AVX-512 without a word, and attn_cpu_features says amx=no. Forcing ATTN_ISA_AVX512
-       keeps tiles off. On tiles: Q.K and P.V of bf16 prefill (attn_sdpa, attn_paged_prefill,
-       attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) or an fp8 cache
-       (its values are exact in bf16: the key scale goes onto the scores, the value scale onto
-       the outputs) and a head size that is a multiple of 32, four 64-key tiles a step, the
-       softmax on AVX-512 between the products; everything else runs as on AVX-512. Each item
-       configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
-       pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
-       the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
-       Paged decode (attn_paged_decode, attn_forward's decodes) with bf16 queries over a bf16
-       or fp8 cache, a head size that is a multiple of 32 and eight or more query heads a KV
-       head (the GQA of Llama-3-70B and wider) uses the tiles too, with the precision of bf16
-       inputs (PRECISION): the products are exact, only the order of their f32 sums differs
-       from AVX-512's. ATTN_DECODE_TILES extends that to f32 and f16 queries (split exactly into
-       three bf16 terms: nothing is rounded) and four or more query heads, for measurement;
-       attn_build_info says decode_tiles=bf16 or decode_tiles=all. The suite runs both, on
-       emulated tiles and on real ones where the CPU has them.
+       The AVX-512 ISA plus the AMX-BF16 tile units of Intel Xeons (Sapphire Rapids and later).
+       ATTN_ISA_AUTO takes it where cpuid shows AMX-TILE and AMX-BF16, the OS enables tile state
+       (XCR0) and Linux grants this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+       once at CPU detection); refused or elsewhere, AUTO stays on AVX-512 without a word, and
+       attn_cpu_features says amx=no. exec.isa = ATTN_ISA_AVX512 keeps the tiles off. On the
+       tiles, with the precision of bf16 inputs (PRECISION) and other bits than AVX-512's:
+       - bf16 prefill (attn_sdpa, attn_paged_prefill, attn_forward's prefills) over bf16 keys
+         and values or an fp8 cache, with a head size that is a multiple of 32;
+       - bf16 paged decode (attn_paged_decode, attn_forward's decodes) over a bf16 or fp8 cache,
+         with a head size that is a multiple of 32 and eight or more query heads a KV head (the
+         GQA of Llama-3-70B and wider).
+       Every other call runs as on ATTN_ISA_AVX512, with its results. Each work item takes the
+       tiles on the thread that runs it and releases them (OpenMP threads or a caller's pool).
+       ATTN_DECODE_TILES (for measurement) puts decode's logits on the tiles for f32 and f16
+       queries too, exactly (PRECISION), from four query heads a KV head; attn_build_info says
+       decode_tiles=bf16 or decode_tiles=all. ATTN_TILES_EMULATE (for tests) runs ATTN_ISA_AMX
+       on emulated tiles on any AVX2 CPU without them (AUTO never takes it); the suite defines
+       it and runs both, on emulated tiles and on real ones where the CPU has them.
    PRECISION
-       Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
-       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values, on
-       the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs (AMD's;
-       attn_cpu_features says bf16dot=fast; docs/PERF.md#bf16-dot-rates), take bf16 dot-product
-       kernels (vdpbf16ps) - prefill with an even head size, decode with a head size that is a
-       multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX that run on the tiles,
-       for the work beside them (below); elsewhere (Intel's, whose dot products are slower than
-       its FMAs) bf16 inputs take the f32 kernels, as with exec.f32_probs = 1. Q.K is exact
-       products of the stored values; the softmax is f32; the probabilities are rounded to bf16
-       (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below the bf16
-       output's own rounding - while the denominator and lse use the unrounded f32 values. Decode
-       does the same for bf16 queries over an fp8 cache (its values are exact in bf16; the key
-       scale goes onto the logits, the value scale onto the outputs) on CPUs with AVX-512 VBMI
-       and three or more query heads a KV head. exec.f32_probs = 1 keeps every call on f32
-       probabilities (f32 products and sums throughout). The AMX tile kernels follow the same
-       rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded to bf16 for P.V; the
-       tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles with ATTN_DECODE_TILES
-       keep an f32 query exact as three bf16 terms (for |q| from 2^-110 up; smaller terms count as
-       0). exp() is within 2.1 ulp.
+       Accumulation is f32 everywhere, and inputs are read exactly as stored: f32 and f16
+       activations and every KV cache dtype are computed in f32 from the stored values (fp8
+       times its scale). exp() is within 2.1 ulp. What the caller chooses:
+       - exec.f32_probs = 1: f32 products and sums throughout, for every dtype, ISA and CPU
+         (slower for bf16 inputs where the bf16 kernels below would run, never less exact).
+       - exec.f32_probs = 0 (the default): bf16 queries over bf16 keys and values or an fp8
+         cache may take bf16 kernels where they are faster: on ATTN_ISA_AVX512 where the CPU's
+         bf16 dot products outrun its FMAs (AMD's; attn_cpu_features says bf16dot=fast;
+         docs/PERF.md#bf16-dot-rates), and on ATTN_ISA_AMX's tiles. There Q.K is still exact
+         products of the stored values and the softmax f32, but the probabilities are rounded
+         to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
+         a bf16 output's own rounding - while the denominator and lse keep the f32 values; the
+         tiles also flush subnormal bf16 inputs to zero. Elsewhere (Intel's CPUs without tiles,
+         whose bf16 dot products are slower than their FMAs) they take the f32 kernels, as with
+         f32_probs = 1.
+       - f32 and f16 queries are never rounded to bf16: under ATTN_DECODE_TILES, decode's
+         logits on tiles split a query into three bf16 terms, exactly for |q| from 2^-110 up
+         (smaller terms count as 0).
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -353,8 +343,10 @@ ATTNDEF const char *attn_status_str(attn_status status);
    to detect a header/implementation mismatch. */
 ATTNDEF int attn_version(void);
 
-/* What the implementation was compiled with, e.g. "attn.h 0.1.0 isa=scalar,avx2,avx512
-   openmp=yes onednn=no" (and " fp8_kernels=no" under ATTN_NO_FP8_KERNELS). Static string. */
+/* What the implementation was compiled with, e.g. "attn.h 0.5.0 isa=scalar,avx2,avx512,amx
+   openmp=yes onednn=no decode_tiles=bf16" (GCC on x86-64, -fopenmp): the ISAs compiled in, by
+   attn_isa_name ("amx(emulated...)" under ATTN_TILES_EMULATE), then " fp8_kernels=no" under
+   ATTN_NO_FP8_KERNELS and decode_tiles=all under ATTN_DECODE_TILES. Static string. */
 ATTNDEF const char *attn_build_info(void);
 
 /* ---------------------------------------------------------------------------------------------
@@ -518,8 +510,10 @@ ATTNDEF attn_isa attn_best_isa(void);
 /* 1 when the ISA is compiled in and the CPU (and OS) support it. ATTN_ISA_AUTO counts as 1. */
 ATTNDEF int attn_isa_supported(attn_isa isa);
 ATTNDEF const char *attn_isa_name(attn_isa isa);   /* "auto", "scalar", "avx2", ...; never NULL */
-/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes amx=no" (on
-   aarch64 "neon=yes"); amx=yes means usable tiles (the OS granted them). Static string. */
+/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes amx=no bf16dot=no"
+   (an Intel Xeon without AMX; on aarch64 "neon=yes"): amx=yes means usable tiles (the OS
+   granted them), bf16dot=fast that bf16 inputs take the bf16 dot-product kernels (PRECISION).
+   Static string. */
 ATTNDEF const char *attn_cpu_features(void);
 /* Threads a call with this exec will use (>= 1). */
 ATTNDEF int attn_exec_threads(const attn_exec *exec);
@@ -1921,7 +1915,7 @@ typedef struct attn__prefill_plan {
 } attn__prefill_plan;
 
 /* Which (sequence, KV head) a thread's packed value tiles belong to, and how many of its first
-   whole key tiles they hold; reset by every call before its items run (see MEMORY). */
+   whole key tiles they hold; reset by every call before its items run (see [M]). */
 typedef struct attn__value_cache { int seq, g, tiles; } attn__value_cache;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
@@ -2760,6 +2754,21 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 
 #define ATTN__WORK_UNKNOWN ((int64_t)0x7fffffffffffffffLL)  /* never below the threshold */
 
+/* Which kernels a call takes (PRECISION and AMX in the header give the caller's view). The ISA
+   picks the kernel table (attn__kernels_for, the ISA table's); with f32_probs 0, bf16 queries
+   may then take these, each where the plan's shapes and dtypes allow it:
+   - dot2: the table and the CPU have the bf16 pair kernels (AVX-512 BF16); pairs: dot2 where
+     the CPU's bf16 dot products outrun its FMAs (ATTN__CPU_BF16_DOT_FAST, AMD's), and fp8_pairs:
+     dot2 with the e4m3 byte tables (AVX-512 VBMI). Prefill takes the pair kernels for bf16
+     keys and values and an even D (attn__prefill_plan's bf16_pairs), decode for a bf16 cache,
+     or an fp8 one with fp8_pairs and G >= 3, and D % 32 == 0 (attn__decode_plan_fill).
+   - tiles: ATTN_ISA_AMX whose table has the tile kernels, on the native engine. Prefill runs
+     Q.K and P.V on them over bf16 keys and values or an fp8 cache with D % 32 == 0
+     (attn__prefill_plan's tiles); decode its logits with G >= ATTN__DECODE_TILE_GROUP (8; with
+     ATTN_DECODE_TILES every query dtype and G >= 4: attn__decode_tiles_may_run) and P.V too
+     with G >= ATTN__DECODE_TILE_VALUES_GROUP (16). Beside the tiles the pair kernels run
+     wherever the CPU has them (dot2, not pairs): measured faster there.
+   Everything else takes the f32 vector kernels of the table's pass. */
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -2981,7 +2990,17 @@ ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [M] Prefill planning, shared by attn_sdpa and attn_paged_prefill. */
+   [M] Prefill planning, shared by attn_sdpa and attn_paged_prefill.
+   A prefill call's workspace (MEMORY gives the caller's view) holds per thread one work item's
+   tiles of queries, scores and outputs (attn__prefill_scratch_layout), and, where the pair or
+   tile kernels can run (attn__value_cache_tiles), the value rows of the first whole 64-key
+   tiles of one (sequence, KV head), packed once and reused by each query tile of that KV head
+   (attn__value_cache): interleaved by pairs of keys, as vdpbf16ps reads them, or for the tiles
+   each dim's keys in order and the keys in 1 KB blocks (twice the bytes, so half as many
+   tiles; an fp8 cache made bf16), at most ATTN_VALUE_CACHE_BYTES a thread and no more than the
+   longest key sequence needs. The size queries see no dtypes (attn_forward's no cache either),
+   so they count these tiles for f32 and f16 calls too, which leave them unused. On the tiles
+   each thread's scratch also holds TILE_STEP key tiles' scores, keys and values. */
 
 /* Checks an activation rows argument with `width` elements per token. */
 ATTN__PRIVATE attn_status attn__rows_check(attn_rows r, int64_t width, int64_t tokens) {
@@ -3019,7 +3038,7 @@ ATTN__PRIVATE int attn__key_rows(const attn__call *c, int head_size) {
 }
 
 /* How many whole key tiles each thread of a prefill call keeps packed (attn__cached_tile, see
-   MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
+   above): as many as the longest key sequence has (longest < 0: not known, no limit), within
    ATTN_VALUE_CACHE_BYTES; none where neither the pair nor the tile kernels can run (the call's
    kernel table or CPU lacks them, f32_probs, oneDNN). */
 ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
@@ -4904,7 +4923,7 @@ ATTN__PRIVATE attn_status attn__forward_consistency(const attn_metadata *md,
 
 /* Lays out attn_forward's workspace, [prefill plan][decode plan], each part by its own kernel's
    layout function, at base into pre and dec (base NULL: only measures); returns its size. The
-   prefills' packed bf16 value tiles (see MEMORY) follow from the metadata's longest keys. */
+   prefills' packed bf16 value tiles (see [M]) follow from the metadata's longest keys. */
 ATTN__PRIVATE size_t attn__forward_ws_layout(const attn__call *c, const attn_layer *L,
                                              const attn_metadata *md, const attn__forward_shape *f,
                                              char *base, attn__prefill_plan *pre,

@@ -300,6 +300,15 @@ TEST(isa_detection_and_forced_isa) {
     CHECK_EQ_INT(fast_dot, (attn__cpu_flags() & ATTN__CPU_BF16_DOT_FAST) != 0);
     CHECK(!fast_dot || strstr(attn_cpu_features(), "avx512bf16=yes") != NULL);
     CHECK(!fast_dot || attn__cpu_is_amd());
+    /* the whole text, each flag named once, in this order */
+    int f = attn__cpu_flags();
+    char want[160];
+    snprintf(want, sizeof want, "avx2=%s avx512=%s avx512bf16=%s avx512vbmi=%s amx=%s bf16dot=%s",
+             f & ATTN__CPU_AVX2 ? "yes" : "no", f & ATTN__CPU_AVX512 ? "yes" : "no",
+             f & ATTN__CPU_AVX512BF16 ? "yes" : "no", f & ATTN__CPU_AVX512VBMI ? "yes" : "no",
+             f & ATTN__CPU_AMX ? "yes" : "no", f & ATTN__CPU_BF16_DOT_FAST ? "fast" : "no");
+    CHECK_MSG(strcmp(attn_cpu_features(), want) == 0, "attn_cpu_features() = \"%s\", want \"%s\"",
+              attn_cpu_features(), want);
 #endif
 #if ATTN__HAVE_TILE_EMULATION
     /* this suite is built with ATTN_TILES_EMULATE: tiles run anywhere AVX2 does */
