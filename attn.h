@@ -110,7 +110,8 @@
          leaves that out. Results never depend on it.
        - paged decode (attn_paged_decode, attn_forward's decodes): (2 + D) floats per query
          head and 512-token partition for the partial results, and per thread about
-         (2 D + 528) x 4 bytes per query head, plus a few KB a KV head on ATTN_ISA_AMX.
+         (2 D + 528) x 4 bytes for each query head of up to eight KV heads (G rounded up to 4
+         or 8), plus a few KB a KV head on ATTN_ISA_AMX.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -133,10 +134,12 @@
        attn_cpu_features says amx=no. exec.isa = ATTN_ISA_AVX512 keeps the tiles off. On the
        tiles, with the precision of bf16 inputs (PRECISION) and other bits than AVX-512's:
        - bf16 prefill (attn_sdpa, attn_paged_prefill, attn_forward's prefills) over bf16 keys
-         and values or an fp8 cache, with a head size that is a multiple of 32;
+         and values or an fp8 cache, with a head size that is a multiple of 32 and
+         exec.f32_probs = 0;
        - bf16 paged decode (attn_paged_decode, attn_forward's decodes) over a bf16 or fp8 cache,
          with a head size that is a multiple of 32 and eight or more query heads a KV head (the
-         GQA of Llama-3-70B and wider).
+         GQA of Llama-3-70B and wider): its logits, exact products summed in f32, whatever
+         exec.f32_probs says.
        Every other call runs as on ATTN_ISA_AVX512, with its results. Each work item takes the
        tiles on the thread that runs it and releases them (OpenMP threads or a caller's pool).
        ATTN_DECODE_TILES (for measurement) puts decode's logits on the tiles for f32 and f16
@@ -148,8 +151,10 @@
        Accumulation is f32 everywhere, and inputs are read exactly as stored: f32 and f16
        activations and every KV cache dtype are computed in f32 from the stored values (fp8
        times its scale). exp() is within 2.1 ulp. What the caller chooses:
-       - exec.f32_probs = 1: f32 products and sums throughout, for every dtype, ISA and CPU
-         (slower for bf16 inputs where the bf16 kernels below would run, never less exact).
+       - exec.f32_probs = 1: f32 probabilities, exact products and f32 sums for every dtype,
+         ISA and CPU (slower for bf16 inputs where the bf16 kernels below would run). Only on
+         ATTN_ISA_AMX does decode still take its logits from the tiles (AMX), which flush
+         subnormal bf16 inputs to zero.
        - exec.f32_probs = 0 (the default): bf16 queries over bf16 keys and values or an fp8
          cache may take bf16 kernels where they are faster: on ATTN_ISA_AVX512 where the CPU's
          bf16 dot products outrun its FMAs (AMD's; attn_cpu_features says bf16dot=fast;
