@@ -2701,6 +2701,8 @@ typedef struct attn__kernels {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+/* Each pass is one block: the ISA table (ATTN__ISA_LIST) cannot include a file or test a guard
+   with #if, so the block does, under the row's compile guard and in the ISA's target region. */
 #define ATTN__KERNEL_PASS ATTN__ISA_SCALAR_PASS
 #include ATTN_HEADER_FILENAME
 #undef ATTN__KERNEL_PASS
