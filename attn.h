@@ -96,85 +96,80 @@
        Kernels never read a slot at or past a sequence's length.
    MEMORY
        Nothing allocates. Every operation that needs scratch has a *_workspace_size query that
-       takes the same arguments; the caller passes ws/ws_bytes (any alignment). The KV cache and
-       the block pool live in caller memory sized by attn_kv_cache_bytes/attn_block_pool_bytes, and
-       a pool's prefix cache in memory sized by attn_prefix_cache_bytes.
-       Where the bf16 pair or tile kernels can run (below), the workspace of attn_sdpa,
-       attn_paged_prefill and the prefills of attn_forward also holds, per thread, the value rows
-       of the first whole 64-key tiles of one (sequence, KV head) interleaved by pairs of keys, as
-       vdpbf16ps reads them - at most ATTN_VALUE_CACHE_BYTES a thread, no more than the longest
-       sequence needs - so that each query tile of that KV head reuses them instead of packing
-       them again. The same values either way: results do not depend on it. The size queries
-       see no dtypes, and attn_forward's no cache, so on such a CPU they count this for f32 and
-       f16 calls too, and attn_forward's for caches that are not bf16 with unit scales;
-       exec.f32_probs = 1, which changes nothing else for those calls, leaves it out. On
-       ATTN_ISA_AMX (below) each kept tile holds its values with each dim's keys in order and
-       its keys in 1 KB blocks, as the tiles read them (twice the bytes, so half as many tiles),
-       for an fp8 cache too (made bf16); each thread's scratch holds four key tiles' scores,
-       keys and values.
-       Paged decode's workspace (attn_paged_decode_workspace_size, and attn_forward's for its
-       decodes) holds each partition's partial results, (2 + D) floats per query head and
-       512-token partition, and per thread the queries, logits and output accumulators of up
-       to eight KV heads, about (2 D + 528) x 4 bytes per query head (G rounded up to 4 or 8);
-       on ATTN_ISA_AMX with D a multiple of 32 and G >= 8 also the tiles' operands (a few KB a
-       KV head), or a stacked pass's (64 query heads of one KV head, for shared prefixes) where
-       that is more; and per partition 29 bytes for the shared prefixes' search. It depends on
-       the shapes, the threads and the ISA, never on the dtypes.
+       takes the same arguments; the caller passes ws/ws_bytes (any alignment) of at least that
+       size. The KV cache and the block pool live in caller memory sized by attn_kv_cache_bytes/
+       attn_block_pool_bytes, and a pool's prefix cache in memory sized by
+       attn_prefix_cache_bytes. A workspace size depends on the shapes, on exec (threads, ISA,
+       f32_probs, engine) and on the CPU, never on the dtypes: the queries see none, so one size
+       serves every dtype and counts the scratch that only some of them use. Per call:
+       - prefill (attn_sdpa, attn_paged_prefill, attn_forward's prefills): per thread, the tiles
+         of queries, scores and outputs of one work item, and, where bf16 inputs may take the
+         bf16 kernels on this CPU and ISA (PRECISION: bf16dot=fast, or ATTN_ISA_AMX), up to
+         ATTN_VALUE_CACHE_BYTES (2 MiB) of keys and values packed once and reused by every
+         query tile of a KV head - no more than the longest sequence needs. exec.f32_probs = 1
+         leaves that out. Results never depend on it.
+       - paged decode (attn_paged_decode, attn_forward's decodes): (2 + D) floats per query
+         head and 512-token partition for the partial results, and per thread about
+         (2 D + 528) x 4 bytes for each query head of up to eight KV heads (G rounded up to 4
+         or 8), plus a few KB a KV head on ATTN_ISA_AMX; or a stacked pass's (64 query heads,
+         for shared prefixes) where that is more; and 29 bytes a partition for the shared
+         prefixes' search.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
        OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
        thread-safe for distinct outputs; the only global is the idempotent CPU detection.
    SIMD
-       Scalar, AVX2+FMA and AVX-512 variants of the same kernel bodies are compiled into every
-       x86 build (no -march flags needed) and chosen at run time by cpuid/xgetbv; aarch64 builds
-       get scalar and NEON (always present there). Any of them can be forced with exec.isa (a
-       forced ISA the CPU lacks returns ATTN_ERR_UNSUPPORTED). Different ISAs agree to about 1e-6
-       relative; the same ISA is bitwise reproducible. Prefill keeps query rows in
-       vector lanes (tiles of up to 96 rows = tokens x the G heads of a KV head, by 64 keys), so
-       f32 keys and values are read in place, never packed.
+       Scalar, AVX2+FMA and AVX-512 variants of the same kernels are compiled into every x86
+       build (no -march flags needed), scalar and NEON into aarch64 builds; attn_build_info
+       lists them. ATTN_ISA_AUTO (exec.isa = 0) takes the best the CPU supports (attn_best_isa,
+       from cpuid/xgetbv, detected once; attn_cpu_features says what was found); exec.isa forces
+       one, and a forced ISA the CPU or build lacks returns ATTN_ERR_UNSUPPORTED
+       (attn_isa_supported asks first). Different ISAs agree to about 1e-6 relative; the same
+       ISA is bitwise reproducible (DETERMINISM). f32 keys and values are read in place, never
+       copied.
    AMX (ATTN_ISA_AMX; x86-64 Linux, GCC 11 / Clang 12 or later; ATTN_NO_AMX compiles it out)
-       The AVX-512 ISA plus the AMX-BF16 tile units of Intel Xeons (Sapphire Rapids and later):
-       chosen by ATTN_ISA_AUTO where cpuid shows AMX-TILE and AMX-BF16, the OS enables tile
-       state (XCR0) and Linux grants this process the tile data (arch_prctl
-       ARCH_REQ_XCOMP_PERM, asked once at CPU detection); refused or elsewhere, AUTO stays on
-       AVX-512 without a word, and attn_cpu_features says amx=no. Forcing ATTN_ISA_AVX512
-       keeps tiles off. On tiles: Q.K and P.V of bf16 prefill (attn_sdpa, attn_paged_prefill,
-       attn_forward's prefills) with bf16 keys and values (rows or a bf16 cache) or an fp8 cache
-       (its values are exact in bf16: the key scale goes onto the scores, the value scale onto
-       the outputs) and a head size that is a multiple of 32, four 64-key tiles a step, the
-       softmax on AVX-512 between the products; everything else runs as on AVX-512. Each item
-       configures the tiles on the thread that runs it and releases them (OpenMP or a caller's
-       pool). ATTN_TILES_EMULATE (for tests) runs the same tile kernels on emulated tiles over
-       the AVX2 pass on any AVX2 CPU without tiles; the suite defines it.
-       Paged decode (attn_paged_decode, attn_forward's decodes) with bf16 queries over a bf16
-       or fp8 cache, a head size that is a multiple of 32 and eight or more query heads a KV
-       head (the GQA of Llama-3-70B and wider) uses the tiles too, with the precision of bf16
-       inputs (PRECISION): the products are exact, only the order of their f32 sums differs
-       from AVX-512's. ATTN_DECODE_TILES extends that to f32 and f16 queries (split exactly into
-       three bf16 terms: nothing is rounded) and four or more query heads, for measurement;
-       attn_build_info says decode_tiles=bf16 or decode_tiles=all. The suite runs both, on
-       emulated tiles and on real ones where the CPU has them.
+       The AVX-512 ISA plus the AMX-BF16 tile units of Intel Xeons (Sapphire Rapids and later).
+       ATTN_ISA_AUTO takes it where cpuid shows AMX-TILE and AMX-BF16, the OS enables tile state
+       (XCR0) and Linux grants this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+       once at CPU detection); refused or elsewhere, AUTO stays on AVX-512 without a word, and
+       attn_cpu_features says amx=no. exec.isa = ATTN_ISA_AVX512 keeps the tiles off. On the
+       tiles, with the precision of bf16 inputs (PRECISION) and other bits than AVX-512's:
+       - bf16 prefill (attn_sdpa, attn_paged_prefill, attn_forward's prefills) over bf16 keys
+         and values or an fp8 cache, with a head size that is a multiple of 32 and
+         exec.f32_probs = 0;
+       - bf16 paged decode (attn_paged_decode, attn_forward's decodes) over a bf16 or fp8 cache,
+         with a head size that is a multiple of 32 and eight or more query heads a KV head (the
+         GQA of Llama-3-70B and wider): its logits, exact products summed in f32, whatever
+         exec.f32_probs says.
+       Every other call runs as on ATTN_ISA_AVX512, with its results. Each work item takes the
+       tiles on the thread that runs it and releases them (OpenMP threads or a caller's pool).
+       ATTN_DECODE_TILES (for measurement) puts decode's logits on the tiles for f32 and f16
+       queries too, exactly (PRECISION), from four query heads a KV head; attn_build_info says
+       decode_tiles=bf16 or decode_tiles=all. ATTN_TILES_EMULATE (for tests) runs ATTN_ISA_AMX
+       on emulated tiles on any AVX2 CPU without them (AUTO never takes it); the suite defines
+       it and runs both, on emulated tiles and on real ones where the CPU has them.
    PRECISION
-       Accumulation is f32 everywhere. f32 and f16 activations, and every KV cache dtype, are
-       computed in f32 from exactly the stored values. bf16 queries with bf16 keys and values, on
-       the avx512 ISA of a CPU with AVX-512 BF16 whose bf16 dot products outrun its FMAs (AMD's;
-       attn_cpu_features says bf16dot=fast; docs/PERF.md#bf16-dot-rates), take bf16 dot-product
-       kernels (vdpbf16ps) - prefill with an even head size, decode with a head size that is a
-       multiple of 32 - and so do, on any CPU, the calls on ATTN_ISA_AMX that run on the tiles,
-       for the work beside them (below); elsewhere (Intel's, whose dot products are slower than
-       its FMAs) bf16 inputs take the f32 kernels, as with exec.f32_probs = 1. Q.K is exact
-       products of the stored values; the softmax is f32; the probabilities are rounded to bf16
-       (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below the bf16
-       output's own rounding - while the denominator and lse use the unrounded f32 values. Decode
-       does the same for bf16 queries over an fp8 cache (its values are exact in bf16; the key
-       scale goes onto the logits, the value scale onto the outputs) on CPUs with AVX-512 VBMI
-       and three or more query heads a KV head. exec.f32_probs = 1 keeps every call on f32
-       probabilities (f32 products and sums throughout). The AMX tile kernels follow the same
-       rule (tdpbf16ps: bf16 products, f32 accumulation, probabilities rounded to bf16 for P.V; the
-       tiles flush subnormal bf16 inputs to zero). Decode's logits on tiles with ATTN_DECODE_TILES
-       keep an f32 query exact as three bf16 terms (for |q| from 2^-110 up; smaller terms count as
-       0). exp() is within 2.1 ulp.
+       Accumulation is f32 everywhere, and inputs are read exactly as stored: f32 and f16
+       activations and every KV cache dtype are computed in f32 from the stored values (fp8
+       times its scale). exp() is within 2.1 ulp. What the caller chooses:
+       - exec.f32_probs = 1: f32 probabilities, exact products and f32 sums for every dtype,
+         ISA and CPU (slower for bf16 inputs where the bf16 kernels below would run). Only on
+         ATTN_ISA_AMX does decode still take its logits from the tiles (AMX), which flush
+         subnormal bf16 inputs to zero.
+       - exec.f32_probs = 0 (the default): bf16 queries over bf16 keys and values or an fp8
+         cache may take bf16 kernels where they are faster: on ATTN_ISA_AVX512 where the CPU's
+         bf16 dot products outrun its FMAs (AMD's; attn_cpu_features says bf16dot=fast;
+         docs/PERF.md#bf16-dot-rates), and on ATTN_ISA_AMX's tiles. There Q.K is still exact
+         products of the stored values and the softmax f32, but the probabilities are rounded
+         to bf16 (RNE) for P.V, so each weight carries a relative error of at most 2^-9 - below
+         a bf16 output's own rounding - while the denominator and lse keep the f32 values; the
+         tiles also flush subnormal bf16 inputs to zero. Elsewhere (Intel's CPUs without tiles,
+         whose bf16 dot products are slower than their FMAs) they take the f32 kernels, as with
+         f32_probs = 1.
+       - f32 and f16 queries are never rounded to bf16: under ATTN_DECODE_TILES, decode's
+         logits on tiles split a query into three bf16 terms, exactly for |q| from 2^-110 up
+         (smaller terms count as 0).
    ONEDNN (ATTN_USE_ONEDNN, link -ldnnl, needs -fopenmp; Debian: libdnnl-dev, oneDNN 2.6)
        exec.gemm = ATTN_GEMM_ONEDNN (or an ATTN_BACKEND_IPEX layer) runs the two GEMMs of prefill
        (attn_sdpa, attn_paged_prefill, the prefills of attn_forward) on oneDNN matmul: f32, or
@@ -355,8 +350,10 @@ ATTNDEF const char *attn_status_str(attn_status status);
    to detect a header/implementation mismatch. */
 ATTNDEF int attn_version(void);
 
-/* What the implementation was compiled with, e.g. "attn.h 0.1.0 isa=scalar,avx2,avx512
-   openmp=yes onednn=no" (and " fp8_kernels=no" under ATTN_NO_FP8_KERNELS). Static string. */
+/* What the implementation was compiled with, e.g. "attn.h 0.5.0 isa=scalar,avx2,avx512,amx
+   openmp=yes onednn=no decode_tiles=bf16" (GCC on x86-64, -fopenmp): the ISAs compiled in, by
+   attn_isa_name ("amx(emulated...)" under ATTN_TILES_EMULATE), then " fp8_kernels=no" under
+   ATTN_NO_FP8_KERNELS and decode_tiles=all under ATTN_DECODE_TILES. Static string. */
 ATTNDEF const char *attn_build_info(void);
 
 /* ---------------------------------------------------------------------------------------------
@@ -419,15 +416,44 @@ typedef enum attn_type {
     ATTN_ENCODER_DECODER   /* cross-attention: decoder queries over the encoder's K/V */
 } attn_type;
 
+/* The ISAs: one list makes the enum (after ATTN_ISA_AUTO = 0, the best the CPU and build
+   support), and in the implementation attn_isa_name, attn_isa_supported, attn_best_isa, the ISA
+   list of attn_build_info and the kernel-table lookup (attn__kernels_for). A row is X(enum name,
+   value, name, compile guard, runs on the CPU, preference, kernel table, build info): the guard is
+   [A]'s ATTN__HAVE_<ISA> (1 or 0); "runs" tests cpu, the ATTN__CPU_ flags of [E]; AUTO takes the
+   ISA of highest preference that runs (0: never by itself); the kernel table is read only where
+   the guard is 1 (a pass's table, attn__table__<isa>, exists only where [I] compiles the pass);
+   the build info is its text after "isa=" (a comma before it, but in the first row). A new ISA
+   takes the next value, before ATTN_ISA_COUNT: the values are part of the ABI. */
+#define ATTN__ISA_LIST(X)                                                                         \
+    X(ATTN_ISA_SCALAR, 1, "scalar", 1, 1, 1, &attn__table__scalar, "scalar")                      \
+    /* AVX2 + FMA + F16C */                                                                       \
+    X(ATTN_ISA_AVX2,   2, "avx2",   ATTN__HAVE_AVX2,   (cpu & ATTN__CPU_AVX2) != 0,   2,          \
+      &attn__table__avx2, ",avx2")                                                                \
+    /* AVX-512 F/BW/VL/DQ: the vector kernels of every call, in 16 lanes; bf16 inputs take the    \
+       bf16 dot-product kernels (AVX-512 BF16) only where they outrun the FMAs (see PRECISION) */ \
+    X(ATTN_ISA_AVX512, 3, "avx512", ATTN__HAVE_AVX512, (cpu & ATTN__CPU_AVX512) != 0, 3,          \
+      &attn__table__avx512, ",avx512")                                                            \
+    /* aarch64 Advanced SIMD */                                                                   \
+    X(ATTN_ISA_NEON,   4, "neon",   ATTN__HAVE_NEON,   1,                             2,          \
+      &attn__table__neon, ",neon")                                                                \
+    /* AVX-512 plus the AMX-BF16 tiles (x86-64 Linux): bf16 prefill, and bf16 decode with eight \
+       or more query heads a KV head, on the tiles (see AMX); the rest as on AVX-512. Builds with \
+       ATTN_TILES_EMULATE run it on emulated tiles over the AVX2 kernels where the CPU has none   \
+       (AUTO never takes those) */                                                                \
+    X(ATTN_ISA_AMX,    5, "amx",    ATTN__HAVE_TILES,                                             \
+      attn__tiles_real(cpu) || attn__tiles_emulated(cpu), attn__tiles_real(cpu) ? 4 : 0,          \
+      attn__tiles_real(cpu) ? ATTN__IF(ATTN__HAVE_AMX)(&attn__table__avx512, NULL)                \
+                            : ATTN__IF(ATTN__HAVE_TILE_EMULATION)(&attn__table__avx2, NULL),      \
+      ATTN__INFO_AMX)
+
+#define ATTN__ISA_ENUM(name, value, str, guard, runs, pref, table, info) name = value,
 typedef enum attn_isa {
-    ATTN_ISA_AUTO = 0,     /* the best the CPU and build support */
-    ATTN_ISA_SCALAR,
-    ATTN_ISA_AVX2,         /* AVX2 + FMA + F16C */
-    ATTN_ISA_AVX512,       /* AVX-512 F/BW/VL (+BF16 dot products where present) */
-    ATTN_ISA_NEON,         /* aarch64 Advanced SIMD */
-    ATTN_ISA_AMX,          /* AVX-512 plus AMX-BF16 tiles for the bf16 prefill products (Linux) */
+    ATTN_ISA_AUTO = 0,
+    ATTN__ISA_LIST(ATTN__ISA_ENUM)
     ATTN_ISA_COUNT
 } attn_isa;
+#undef ATTN__ISA_ENUM
 
 typedef enum attn_gemm {
     ATTN_GEMM_NATIVE = 0,  /* our micro-kernels */
@@ -494,8 +520,10 @@ ATTNDEF attn_isa attn_best_isa(void);
 /* 1 when the ISA is compiled in and the CPU (and OS) support it. ATTN_ISA_AUTO counts as 1. */
 ATTNDEF int attn_isa_supported(attn_isa isa);
 ATTNDEF const char *attn_isa_name(attn_isa isa);   /* "auto", "scalar", "avx2", ...; never NULL */
-/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes amx=no" (on
-   aarch64 "neon=yes"); amx=yes means usable tiles (the OS granted them). Static string. */
+/* What was detected, e.g. "avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes amx=no bf16dot=no"
+   (an Intel Xeon without AMX; on aarch64 "neon=yes"): amx=yes means usable tiles (the OS
+   granted them), bf16dot=fast that bf16 inputs take the bf16 dot-product kernels (PRECISION).
+   Static string. */
 ATTNDEF const char *attn_cpu_features(void);
 /* Threads a call with this exec will use (>= 1). */
 ATTNDEF int attn_exec_threads(const attn_exec *exec);
@@ -1168,8 +1196,10 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #define ATTN_ASSERT(x) assert(x)
 #endif
 
-/* Which ISA passes are compiled. x86 paths need GCC/Clang target regions (or the matching -m
-   flags under ATTN_NO_RUNTIME_DISPATCH); NEON is a compile-time choice on aarch64. */
+/* Which ISA passes are compiled: each ATTN__HAVE_<ISA> is 1 or 0, never undefined, because the
+   ISA table (ATTN__ISA_LIST) reads them in expressions; test them with #if, not #ifdef
+   (tests/house.sh checks). x86 paths need GCC/Clang target regions (or the matching -m flags
+   under ATTN_NO_RUNTIME_DISPATCH); NEON is a compile-time choice on aarch64. */
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
 #define ATTN__X86 1
 #endif
@@ -1177,30 +1207,46 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
     ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
      (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)))
 #define ATTN__HAVE_AVX2 1
+#else
+#define ATTN__HAVE_AVX2 0
 #endif
 #if !defined(ATTN_NO_SIMD) && defined(ATTN__X86) && !defined(ATTN_NO_AVX512) &&               \
     ((defined(__GNUC__) && !defined(ATTN_NO_RUNTIME_DISPATCH)) ||                            \
      (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&              \
       defined(__AVX512DQ__)))
 #define ATTN__HAVE_AVX512 1
+#else
+#define ATTN__HAVE_AVX512 0
 #endif
 #if !defined(ATTN_NO_SIMD) && !defined(ATTN_NO_NEON) && defined(__aarch64__)
 #define ATTN__HAVE_NEON 1
+#else
+#define ATTN__HAVE_NEON 0
 #endif
 /* AMX tiles (x86-64, GCC 11 / Clang 12 or later): the tile kernels of the AVX-512 pass. */
-#if defined(ATTN__HAVE_AVX512) && defined(__x86_64__) && !defined(ATTN_NO_AMX) &&             \
+#if ATTN__HAVE_AVX512 && defined(__x86_64__) && !defined(ATTN_NO_AMX) &&                      \
     ((defined(__clang__) && __clang_major__ >= 12) ||                                         \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #define ATTN__HAVE_AMX 1
+#else
+#define ATTN__HAVE_AMX 0
 #endif
 /* The same tile kernels over emulated tiles in the AVX2 pass (tests on CPUs without AMX). */
-#if defined(ATTN_TILES_EMULATE) && defined(ATTN__HAVE_AVX2) && !defined(ATTN_NO_AMX)
+#if defined(ATTN_TILES_EMULATE) && ATTN__HAVE_AVX2 && !defined(ATTN_NO_AMX)
 #define ATTN__HAVE_TILE_EMULATION 1
+#else
+#define ATTN__HAVE_TILE_EMULATION 0
+#endif
+/* ATTN_ISA_AMX is compiled in: real tiles, emulated ones, or both. */
+#if ATTN__HAVE_AMX || ATTN__HAVE_TILE_EMULATION
+#define ATTN__HAVE_TILES 1
+#else
+#define ATTN__HAVE_TILES 0
 #endif
 /* Decode's logits on the tiles too, wherever the tile kernels are (see attn__decode_tile_keys):
    for bf16 queries and eight or more query heads a KV head, or with ATTN_DECODE_TILES for every
    query dtype and four or more (attn__decode_tiles_may_run). */
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+#if ATTN__HAVE_TILES
 #define ATTN__HAVE_DECODE_TILES 1
 #endif
 #ifdef ATTN_DECODE_TILES
@@ -1210,7 +1256,7 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #endif
 /* e4m3 decoded through byte tables with AVX-512 VBMI's byte permutes, written as inline asm so
    the AVX-512 pass needs no VBMI target (see attn__fp8_bf16_words__avx512); GNU-style only. */
-#if defined(ATTN__HAVE_AVX512) && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
+#if ATTN__HAVE_AVX512 && defined(__GNUC__) && !defined(ATTN_NO_FP8_KERNELS)
 #define ATTN__HAVE_E4M3_LUT 1
 #endif
 
@@ -1221,13 +1267,13 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>   /* vsnprintf, for error messages; nothing is printed */
-#if defined(ATTN__HAVE_AVX2) || defined(ATTN__HAVE_AVX512)
+#if ATTN__HAVE_AVX2 || ATTN__HAVE_AVX512
 #include <immintrin.h>
 #endif
 #if defined(ATTN__X86) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
-#ifdef ATTN__HAVE_NEON
+#if ATTN__HAVE_NEON
 #include <arm_neon.h>
 #endif
 #ifdef ATTN_USE_OPENMP
@@ -1260,6 +1306,12 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #endif
 #define ATTN__CAT2_(a, b) a##b
 #define ATTN__CAT2(a, b) ATTN__CAT2_(a, b)
+/* ATTN__IF(c)(then, else): then where c expands to 1, else where it expands to 0 (a compile
+   guard such as ATTN__HAVE_AVX2); the other branch is dropped unread, so it may name what this
+   build lacks (the ISA table's kernel tables). */
+#define ATTN__IF(c) ATTN__CAT2(ATTN__IF_, c)
+#define ATTN__IF_1(then, otherwise) then
+#define ATTN__IF_0(then, otherwise) otherwise
 #define ATTN__ALIGN 64
 #define ATTN__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN__MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -1336,29 +1388,13 @@ ATTN__PRIVATE attn_status attn__fail_default(const attn__msg *m, attn_status st,
 
 ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 
-#ifdef ATTN__HAVE_AVX2
-#define ATTN__INFO_AVX2 ",avx2"
-#else
-#define ATTN__INFO_AVX2 ""
-#endif
-#ifdef ATTN__HAVE_AVX512
-#define ATTN__INFO_AVX512 ",avx512"
-#else
-#define ATTN__INFO_AVX512 ""
-#endif
-#if defined(ATTN__HAVE_AMX) && defined(ATTN__HAVE_TILE_EMULATION)
+/* The AMX row's build info (the ISA table): which tiles this build runs ATTN_ISA_AMX on. */
+#if ATTN__HAVE_AMX && ATTN__HAVE_TILE_EMULATION
 #define ATTN__INFO_AMX ",amx(emulated where the CPU lacks tiles)"
-#elif defined(ATTN__HAVE_AMX)
+#elif ATTN__HAVE_AMX
 #define ATTN__INFO_AMX ",amx"
-#elif defined(ATTN__HAVE_TILE_EMULATION)
+#else
 #define ATTN__INFO_AMX ",amx(emulated)"
-#else
-#define ATTN__INFO_AMX ""
-#endif
-#ifdef ATTN__HAVE_NEON
-#define ATTN__INFO_NEON ",neon"
-#else
-#define ATTN__INFO_NEON ""
 #endif
 #ifdef ATTN_USE_OPENMP
 #define ATTN__INFO_OMP " openmp=yes"
@@ -1384,9 +1420,10 @@ ATTNDEF int attn_version(void) { return ATTN_VERSION_NUMBER; }
 #endif
 
 ATTNDEF const char *attn_build_info(void) {
-    return "attn.h " ATTN_VERSION_STRING " isa=scalar" ATTN__INFO_AVX2 ATTN__INFO_AVX512
-        ATTN__INFO_AMX ATTN__INFO_NEON ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8
-        ATTN__INFO_DECODE_TILES;
+#define ATTN__ISA_INFO(name, value, str, guard, runs, pref, table, info) ATTN__IF(guard)(info, "")
+    return "attn.h " ATTN_VERSION_STRING " isa=" ATTN__ISA_LIST(ATTN__ISA_INFO)
+        ATTN__INFO_OMP ATTN__INFO_DNNL ATTN__INFO_FP8 ATTN__INFO_DECODE_TILES;
+#undef ATTN__ISA_INFO
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1415,7 +1452,7 @@ ATTN__PRIVATE uint64_t attn__xgetbv0(void) {
    are fine. Made as a raw system call: <sys/syscall.h> needs feature macros the includer may
    not have set. Elsewhere tiles stay off. */
 ATTN__PRIVATE int attn__tile_permission(void) {
-#if defined(__linux__) && defined(__x86_64__) && defined(ATTN__HAVE_AMX)
+#if defined(__linux__) && defined(__x86_64__) && ATTN__HAVE_AMX
     long ret, nr = 158 /* SYS_arch_prctl */, req = 0x1023 /* ARCH_REQ_XCOMP_PERM */, feature = 18;
     __asm__ volatile("syscall" : "=a"(ret) : "0"(nr), "D"(req), "S"(feature) : "rcx", "r11",
                      "memory");
@@ -1457,10 +1494,46 @@ ATTN__PRIVATE int attn__cpu_is_amd(void) { return 0; }
 ATTN__PRIVATE int attn__detect_cpu(void) { return 0; }
 #endif
 
+/* The flags attn_cpu_features names, in its order: X(flag, name, word when set, word when
+   not). amx: usable tiles; bf16dot=fast: the bf16 pair kernels run (ATTN__CPU_BF16_DOT_FAST). */
+#define ATTN__CPU_FEATURE_LIST(X)                                                                 \
+    X(ATTN__CPU_AVX2, "avx2", "yes", "no")                                                        \
+    X(ATTN__CPU_AVX512, "avx512", "yes", "no")                                                    \
+    X(ATTN__CPU_AVX512BF16, "avx512bf16", "yes", "no")                                            \
+    X(ATTN__CPU_AVX512VBMI, "avx512vbmi", "yes", "no")                                            \
+    X(ATTN__CPU_AMX, "amx", "yes", "no")                                                          \
+    X(ATTN__CPU_BF16_DOT_FAST, "bf16dot", "fast", "no")
+#define ATTN__CPU_TEXT_BYTES(flag, name, yes, no) + sizeof(name "=" yes no)
+/* attn_cpu_features' text, "name=word" for each flag, written at detection with the flags
+   (before them, so a caller who sees the flags sees the text; a racing first caller writes the
+   same bytes). */
+static char attn__cpu_text[0 ATTN__CPU_FEATURE_LIST(ATTN__CPU_TEXT_BYTES)];
+#undef ATTN__CPU_TEXT_BYTES
+
+/* Appends "name=word " at p; returns the end. */
+ATTN__PRIVATE char *attn__cpu_text_add(char *p, const char *name, const char *word) {
+    size_t n = strlen(name), w = strlen(word);
+    memcpy(p, name, n);
+    p[n] = '=';
+    memcpy(p + n + 1, word, w);
+    p[n + 1 + w] = ' ';
+    return p + n + w + 2;
+}
+
+ATTN__PRIVATE void attn__cpu_text_write(int flags) {
+    char *p = attn__cpu_text;
+#define ATTN__CPU_TEXT_ADD(flag, name, yes, no)                                                   \
+    p = attn__cpu_text_add(p, name, (flags & flag) ? yes : no);
+    ATTN__CPU_FEATURE_LIST(ATTN__CPU_TEXT_ADD)
+#undef ATTN__CPU_TEXT_ADD
+    p[-1] = '\0';
+}
+
 ATTN__PRIVATE int attn__cpu_flags(void) {
     int flags = attn__cpu_flags_cache;
     if (!(flags & ATTN__CPU_DETECTED)) {
         flags = attn__detect_cpu() | ATTN__CPU_DETECTED;
+        attn__cpu_text_write(flags);
         attn__cpu_flags_cache = flags;
     }
     return flags;
@@ -1470,45 +1543,15 @@ ATTNDEF const char *attn_cpu_features(void) {
 #ifdef __aarch64__
     return "neon=yes";  /* Advanced SIMD is mandatory in AArch64: nothing to detect */
 #else
-#define ATTN__CPU_TEXT(F)                                                                         \
-    F("avx2=no avx512=no avx512bf16=no avx512vbmi=no")                                            \
-    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=no")                                           \
-    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=no")                                           \
-    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=no")                                          \
-    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=no")                                           \
-    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=no")                                          \
-    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=no")                                          \
-    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=no")                                         \
-    F("avx2=no avx512=no avx512bf16=no avx512vbmi=yes")                                           \
-    F("avx2=yes avx512=no avx512bf16=no avx512vbmi=yes")                                          \
-    F("avx2=no avx512=yes avx512bf16=no avx512vbmi=yes")                                          \
-    F("avx2=yes avx512=yes avx512bf16=no avx512vbmi=yes")                                         \
-    F("avx2=no avx512=no avx512bf16=yes avx512vbmi=yes")                                          \
-    F("avx2=yes avx512=no avx512bf16=yes avx512vbmi=yes")                                         \
-    F("avx2=no avx512=yes avx512bf16=yes avx512vbmi=yes")                                         \
-    F("avx2=yes avx512=yes avx512bf16=yes avx512vbmi=yes")
-#define ATTN__CPU_AMX_NO(x) x " amx=no",
-#define ATTN__CPU_AMX_YES(x) x " amx=yes",
-#define ATTN__CPU_AMX_NO_DOT(x) x " amx=no bf16dot=fast",
-#define ATTN__CPU_AMX_YES_DOT(x) x " amx=yes bf16dot=fast",
-    /* indexed by the six ATTN__CPU_ flags below bit 6 (amx: usable tiles; bf16dot=fast: the
-       bf16 pair kernels run, ATTN__CPU_BF16_DOT_FAST) */
-    static const char *const text[64] = {
-        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES)
-        ATTN__CPU_TEXT(ATTN__CPU_AMX_NO_DOT) ATTN__CPU_TEXT(ATTN__CPU_AMX_YES_DOT)};
-#undef ATTN__CPU_AMX_NO
-#undef ATTN__CPU_AMX_YES
-#undef ATTN__CPU_AMX_NO_DOT
-#undef ATTN__CPU_AMX_YES_DOT
-#undef ATTN__CPU_TEXT
-    return text[attn__cpu_flags() & 63];
+    attn__cpu_flags();  /* writes the text with the flags */
+    return attn__cpu_text;
 #endif
 }
 
 /* ATTN_ISA_AMX runs on real tiles (the AVX-512 pass) where the CPU and OS give them, else, in
    ATTN_TILES_EMULATE builds, on emulated tiles (the AVX2 pass). */
 ATTN__PRIVATE int attn__tiles_real(int cpu) {
-#ifdef ATTN__HAVE_AMX
+#if ATTN__HAVE_AMX
     return (cpu & ATTN__CPU_AMX) != 0;
 #else
     (void)cpu;
@@ -1516,7 +1559,7 @@ ATTN__PRIVATE int attn__tiles_real(int cpu) {
 #endif
 }
 ATTN__PRIVATE int attn__tiles_emulated(int cpu) {
-#ifdef ATTN__HAVE_TILE_EMULATION
+#if ATTN__HAVE_TILE_EMULATION
     return !attn__tiles_real(cpu) && (cpu & ATTN__CPU_AVX2) != 0;
 #else
     (void)cpu;
@@ -1527,43 +1570,36 @@ ATTN__PRIVATE int attn__tiles_emulated(int cpu) {
 ATTNDEF int attn_isa_supported(attn_isa isa) {
     int cpu = attn__cpu_flags();
     (void)cpu;
-    switch (isa) {
-        case ATTN_ISA_AUTO:
-        case ATTN_ISA_SCALAR: return 1;
-#ifdef ATTN__HAVE_AVX2
-        case ATTN_ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
-#endif
-#ifdef ATTN__HAVE_AVX512
-        case ATTN_ISA_AVX512: return (cpu & ATTN__CPU_AVX512) != 0;
-#endif
-#ifdef ATTN__HAVE_NEON
-        case ATTN_ISA_NEON: return 1;
-#endif
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
-        case ATTN_ISA_AMX: return attn__tiles_real(cpu) || attn__tiles_emulated(cpu);
-#endif
-        default: return 0;
-    }
+    if (isa == ATTN_ISA_AUTO) return 1;
+#define ATTN__ISA_RUNS(name, value, str, guard, runs, pref, table, info)                          \
+    if (isa == name) return guard && (runs);
+    ATTN__ISA_LIST(ATTN__ISA_RUNS)
+#undef ATTN__ISA_RUNS
+    return 0;
 }
 
+/* The supported ISA of highest preference (the ISA table's); the first of equals. */
 ATTNDEF attn_isa attn_best_isa(void) {
-    if (attn__tiles_real(attn__cpu_flags())) return ATTN_ISA_AMX;
-    if (attn_isa_supported(ATTN_ISA_AVX512)) return ATTN_ISA_AVX512;
-    if (attn_isa_supported(ATTN_ISA_AVX2)) return ATTN_ISA_AVX2;
-    if (attn_isa_supported(ATTN_ISA_NEON)) return ATTN_ISA_NEON;
-    return ATTN_ISA_SCALAR;
+    int cpu = attn__cpu_flags(), most = 0;
+    attn_isa best = ATTN_ISA_SCALAR;
+    (void)cpu;
+#define ATTN__ISA_BEST(name, value, str, guard, runs, pref, table, info)                          \
+    if (guard && (runs) && (pref) > most) {                                                       \
+        best = name;                                                                              \
+        most = (pref);                                                                            \
+    }
+    ATTN__ISA_LIST(ATTN__ISA_BEST)
+#undef ATTN__ISA_BEST
+    return best;
 }
 
 ATTNDEF const char *attn_isa_name(attn_isa isa) {
-    switch (isa) {
-        case ATTN_ISA_AUTO: return "auto";
-        case ATTN_ISA_SCALAR: return "scalar";
-        case ATTN_ISA_AVX2: return "avx2";
-        case ATTN_ISA_AVX512: return "avx512";
-        case ATTN_ISA_NEON: return "neon";
-        case ATTN_ISA_AMX: return "amx";
-        default: return "unknown";
-    }
+    if (isa == ATTN_ISA_AUTO) return "auto";
+#define ATTN__ISA_NAME(name, value, str, guard, runs, pref, table, info)                          \
+    if (isa == name) return str;
+    ATTN__ISA_LIST(ATTN__ISA_NAME)
+#undef ATTN__ISA_NAME
+    return "unknown";
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1898,7 +1934,7 @@ typedef struct attn__prefill_plan {
 } attn__prefill_plan;
 
 /* Which (sequence, KV head) a thread's packed value tiles belong to, and how many of its first
-   whole key tiles they hold; reset by every call before its items run (see MEMORY). */
+   whole key tiles they hold; reset by every call before its items run (see [M]). */
 typedef struct attn__value_cache { int seq, g, tiles; } attn__value_cache;
 
 /* One work item's scratch, carved from the thread's slice by one function so that the size
@@ -2693,6 +2729,22 @@ typedef struct attn__kernels {
 #define ATTN__ISA_AVX512_PASS 3
 #define ATTN__ISA_NEON_PASS 4
 
+/* A pass's target region (GCC's and Clang's; under ATTN_NO_RUNTIME_DISPATCH the -m flags enable
+   the ISA instead): every function between ATTN__TARGET_PUSH(targets) and ATTN__TARGET_POP() is
+   compiled for those targets. */
+#define ATTN__PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define ATTN__TARGET_PUSH(t)                                                                      \
+    ATTN__PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define ATTN__TARGET_POP() ATTN__PRAGMA(clang attribute pop)
+#elif defined(__GNUC__)
+#define ATTN__TARGET_PUSH(t) ATTN__PRAGMA(GCC push_options) ATTN__PRAGMA(GCC target(t))
+#define ATTN__TARGET_POP() ATTN__PRAGMA(GCC pop_options)
+#else
+#define ATTN__TARGET_PUSH(t)
+#define ATTN__TARGET_POP()
+#endif
+
 /* GCC 12's AVX-512 headers self-initialise placeholders (`__Y = __Y`), which -Wmaybe-uninitialized
    reports at every inlined use in C++; the kernels themselves read nothing uninitialised. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -2701,47 +2753,29 @@ typedef struct attn__kernels {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+/* Each pass is one block: the ISA table (ATTN__ISA_LIST) cannot include a file or test a guard
+   with #if, so the block does, under the row's compile guard and in the ISA's target region. */
 #define ATTN__KERNEL_PASS ATTN__ISA_SCALAR_PASS
 #include ATTN_HEADER_FILENAME
 #undef ATTN__KERNEL_PASS
 
-#ifdef ATTN__HAVE_AVX2
+#if ATTN__HAVE_AVX2
 #define ATTN__KERNEL_PASS ATTN__ISA_AVX2_PASS
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+ATTN__TARGET_PUSH("avx2,fma,f16c")
 #include ATTN_HEADER_FILENAME
-#if defined(__clang__)
-#pragma clang attribute pop
-#elif defined(__GNUC__)
-#pragma GCC pop_options
-#endif
+ATTN__TARGET_POP()
 #undef ATTN__KERNEL_PASS
 #endif
 
-#ifdef ATTN__HAVE_AVX512
+#if ATTN__HAVE_AVX512
 #define ATTN__KERNEL_PASS ATTN__ISA_AVX512_PASS
-#if defined(__clang__)
-#pragma clang attribute push(                                                                     \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))),                  \
-    apply_to = function)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#endif
+ATTN__TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #include ATTN_HEADER_FILENAME
-#if defined(__clang__)
-#pragma clang attribute pop
-#elif defined(__GNUC__)
-#pragma GCC pop_options
-#endif
+ATTN__TARGET_POP()
 #undef ATTN__KERNEL_PASS
 #endif
 
-#ifdef ATTN__HAVE_NEON
+#if ATTN__HAVE_NEON
 #define ATTN__KERNEL_PASS ATTN__ISA_NEON_PASS
 #include ATTN_HEADER_FILENAME
 #undef ATTN__KERNEL_PASS
@@ -2750,31 +2784,18 @@ typedef struct attn__kernels {
 #pragma GCC diagnostic pop
 #endif
 
+/* The kernel table of an ISA (the ISA table's). The scalar table for an ISA this build or CPU
+   lacks, which the entry points refuse before any kernel runs (the size queries answer for any
+   exec). */
 ATTN__PRIVATE const attn__kernels *attn__kernels_for(attn_isa isa) {
-    switch (isa) {
-#ifdef ATTN__HAVE_AVX2
-        case ATTN_ISA_AVX2: return &attn__table__avx2;
-#endif
-#ifdef ATTN__HAVE_AVX512
-        case ATTN_ISA_AVX512: return &attn__table__avx512;
-#endif
-#ifdef ATTN__HAVE_NEON
-        case ATTN_ISA_NEON: return &attn__table__neon;
-#endif
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
-        case ATTN_ISA_AMX:  /* real tiles on the AVX-512 table, emulated ones on the AVX2 table */
-#ifdef ATTN__HAVE_AMX
-            if (attn__tiles_real(attn__cpu_flags())) return &attn__table__avx512;
-#endif
-#ifdef ATTN__HAVE_TILE_EMULATION
-            return &attn__table__avx2;
-#else
-            break;  /* no tiles: the ISA is refused as unsupported before any kernel runs */
-#endif
-#endif
-        default: break;
-    }
-    return &attn__table__scalar;
+    const attn__kernels *k = NULL;
+    int cpu = attn__cpu_flags();
+    (void)cpu;
+#define ATTN__ISA_TABLE(name, value, str, guard, runs, pref, table, info)                         \
+    if (isa == name) k = ATTN__IF(guard)(table, NULL);
+    ATTN__ISA_LIST(ATTN__ISA_TABLE)
+#undef ATTN__ISA_TABLE
+    return k ? k : &attn__table__scalar;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2792,6 +2813,21 @@ ATTNDEF int attn_exec_threads(const attn_exec *exec) {
 
 #define ATTN__WORK_UNKNOWN ((int64_t)0x7fffffffffffffffLL)  /* never below the threshold */
 
+/* Which kernels a call takes (PRECISION and AMX in the header give the caller's view). The ISA
+   picks the kernel table (attn__kernels_for, the ISA table's); with f32_probs 0, bf16 queries
+   may then take these, each where the plan's shapes and dtypes allow it:
+   - dot2: the table and the CPU have the bf16 pair kernels (AVX-512 BF16); pairs: dot2 where
+     the CPU's bf16 dot products outrun its FMAs (ATTN__CPU_BF16_DOT_FAST, AMD's), and fp8_pairs:
+     dot2 with the e4m3 byte tables (AVX-512 VBMI). Prefill takes the pair kernels for bf16
+     keys and values and an even D (attn__prefill_plan's bf16_pairs), decode for a bf16 cache,
+     or an fp8 one with fp8_pairs and G >= 3, and D % 32 == 0 (attn__decode_plan_fill).
+   - tiles: ATTN_ISA_AMX whose table has the tile kernels, on the native engine. Prefill runs
+     Q.K and P.V on them over bf16 keys and values or an fp8 cache with D % 32 == 0
+     (attn__prefill_plan's tiles); decode its logits with G >= ATTN__DECODE_TILE_GROUP (8; with
+     ATTN_DECODE_TILES every query dtype and G >= 4: attn__decode_tiles_may_run) and P.V too
+     with G >= ATTN__DECODE_TILE_VALUES_GROUP (16). Beside the tiles the pair kernels run
+     wherever the CPU has them (dot2, not pairs): measured faster there.
+   Everything else takes the f32 vector kernels of the table's pass. */
 /* The call context of exec, unchecked: for the size queries, which answer for any exec, and
    after attn__call_resolve. onednn: the prefill GEMMs run on oneDNN whatever exec says (an IPEX
    layer). */
@@ -3014,7 +3050,17 @@ ATTNDEF attn_status attn_make_bias(const attn_params *params, int q_len, int kv_
 }
 
 /* ---------------------------------------------------------------------------------------------
-   [M] Prefill planning, shared by attn_sdpa and attn_paged_prefill. */
+   [M] Prefill planning, shared by attn_sdpa and attn_paged_prefill.
+   A prefill call's workspace (MEMORY gives the caller's view) holds per thread one work item's
+   tiles of queries, scores and outputs (attn__prefill_scratch_layout), and, where the pair or
+   tile kernels can run (attn__value_cache_tiles), the value rows of the first whole 64-key
+   tiles of one (sequence, KV head), packed once and reused by each query tile of that KV head
+   (attn__value_cache): interleaved by pairs of keys, as vdpbf16ps reads them, or for the tiles
+   each dim's keys in order and the keys in 1 KB blocks (twice the bytes, so half as many
+   tiles; an fp8 cache made bf16), at most ATTN_VALUE_CACHE_BYTES a thread and no more than the
+   longest key sequence needs. The size queries see no dtypes (attn_forward's no cache either),
+   so they count these tiles for f32 and f16 calls too, which leave them unused. On the tiles
+   each thread's scratch also holds TILE_STEP key tiles' scores, keys and values. */
 
 /* Checks an activation rows argument with `width` elements per token. */
 ATTN__PRIVATE attn_status attn__rows_check(attn_rows r, int64_t width, int64_t tokens) {
@@ -3052,7 +3098,7 @@ ATTN__PRIVATE int attn__key_rows(const attn__call *c, int head_size) {
 }
 
 /* How many whole key tiles each thread of a prefill call keeps packed (attn__cached_tile, see
-   MEMORY): as many as the longest key sequence has (longest < 0: not known, no limit), within
+   above): as many as the longest key sequence has (longest < 0: not known, no limit), within
    ATTN_VALUE_CACHE_BYTES; none where neither the pair nor the tile kernels can run (the call's
    kernel table or CPU lacks them, f32_probs, oneDNN). */
 ATTN__PRIVATE int attn__value_cache_tiles(const attn__call *c, int head_size, int64_t longest) {
@@ -5114,7 +5160,7 @@ ATTN__PRIVATE attn_status attn__forward_consistency(const attn_metadata *md,
 
 /* Lays out attn_forward's workspace, [prefill plan][decode plan], each part by its own kernel's
    layout function, at base into pre and dec (base NULL: only measures); returns its size. The
-   prefills' packed bf16 value tiles (see MEMORY) follow from the metadata's longest keys. */
+   prefills' packed bf16 value tiles (see [M]) follow from the metadata's longest keys. */
 ATTN__PRIVATE size_t attn__forward_ws_layout(const attn__call *c, const attn_layer *L,
                                              const attn_metadata *md, const attn__forward_shape *f,
                                              char *base, attn__prefill_plan *pre,
@@ -5739,7 +5785,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx2(uint16_t *p, __m256 v) {
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128((__m128i *)(void *)p, packed);
 }
-#ifdef ATTN__HAVE_TILE_EMULATION
+#if ATTN__HAVE_TILE_EMULATION
 /* The tile kernels over emulated tiles (ATTN_TILES_EMULATE): the bf16 pair layouts they use,
    and the tile operations as plain code over a tile file in memory (see [V]). */
 #define ATTN__HAS_PAIRS 1
@@ -5834,7 +5880,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")))
 #define ATTN__HAS_PAIRS 1
 #define ATTN__PAIRS_TARGET ATTN__DOT2_TARGET
-#ifdef ATTN__HAVE_AMX
+#if ATTN__HAVE_AMX
 /* AMX: the tile kernels of [V] on the tile registers (every CPU with tiles has AVX-512 BF16). */
 #define ATTN__HAS_TILES 1
 #define ATTN__TILES_REAL 1

@@ -1225,7 +1225,8 @@ static void usage(FILE *f) {
         "options (L = comma list, e.g. -S 512,2048,8192; lists multiply out):\n"
         "  -t L            threads (default: omp_get_max_threads())\n"
         "  -r N            timed repetitions after 1 warm-up (default 5)\n"
-        "  --isa X         auto|scalar|avx2|avx512|neon|amx (default auto)\n"
+        "  --isa X         auto or an ISA's attn_isa_name: scalar|avx2|avx512|neon|amx|... "
+        "(default auto)\n"
         "  --gemm X        native|onednn (onednn needs -DATTN_USE_ONEDNN -ldnnl)\n"
         "  --dtype L       activations: f32|f16|bf16 (default f32)\n"
         "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2 (default f32)\n"
@@ -1292,8 +1293,14 @@ static int parse_list(const char *arg, ilist *l, int kind) {
     return l->n > 0;
 }
 
+/* The attn_isa that attn_isa_name calls s, or -1. */
+static int parse_isa(const char *s) {
+    for (int i = ATTN_ISA_AUTO; i < ATTN_ISA_COUNT; i++)
+        if (!strcmp(s, attn_isa_name((attn_isa)i))) return i;
+    return -1;
+}
+
 static int parse_args(int argc, char **argv) {
-    static const char *const isas[] = {"auto", "scalar", "avx2", "avx512", "neon", "amx"};
     static const char *const gemms[] = {"native", "onednn"};
     static const char *const fmts[] = {"md", "csv", "json"};
     int T = 1;
@@ -1339,7 +1346,7 @@ static int parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--dtype")) ok = parse_list(v, &g.dtype, 1);
         else if (!strcmp(a, "--kv-dtype")) ok = parse_list(v, &g.kv_dtype, 1);
         else if (!strcmp(a, "--version")) ok = parse_list(v, &g.version, 2);
-        else if (!strcmp(a, "--isa")) ok = (e = parse_name(v, isas, 6)) >= 0,
+        else if (!strcmp(a, "--isa")) ok = (e = parse_isa(v)) >= 0,
         g.isa = (attn_isa)(ok ? e : 0);
         else if (!strcmp(a, "--gemm")) ok = (e = parse_name(v, gemms, 2)) >= 0,
         g.gemm = (attn_gemm)(ok ? e : 0);

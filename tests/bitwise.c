@@ -92,16 +92,15 @@ static int g_nvar;
 static char g_isas[64];
 
 static void make_variants(void) {
-    static const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON};
-    for (int i = 0; i < 4; i++) {
-        if (!attn_isa_supported(all[i])) continue;
-        const char *in = attn_isa_name(all[i]);
+    for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++) {
+        if (i == ATTN_ISA_AMX || !attn_isa_supported((attn_isa)i)) continue;
+        const char *in = attn_isa_name((attn_isa)i);
         if (g_isas[0]) strcat(g_isas, ",");
         strcat(g_isas, in);
         for (int k = 0; k < 5; k++) {
             variant *v = &g_var[g_nvar++];
             memset(v, 0, sizeof *v);
-            v->e.isa = all[i];
+            v->e.isa = (attn_isa)i;
             v->e.num_threads = k == 4 ? 3 : 1 + k % 2;
             v->e.f32_probs = k >= 2 && k < 4;
             if (k == 4) { v->e.parallel_for = scrambled_pool; v->e.pool = &g_pool; }

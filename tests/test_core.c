@@ -32,7 +32,7 @@ TEST(version_and_build_info) {
 #else
     CHECK(strstr(attn_build_info(), "fp8_kernels") == NULL);
 #endif
-#if defined(ATTN__HAVE_AMX) || defined(ATTN__HAVE_TILE_EMULATION)
+#if ATTN__HAVE_TILES
     CHECK(strstr(attn_build_info(), ",amx") != NULL);
 #else
     CHECK(strstr(attn_build_info(), "amx") == NULL);
@@ -191,7 +191,7 @@ TEST(simd_bulk_conversions_match_scalar) {
     static float src[N], got[N];
     static uint16_t half[N], out16[N];
     uint64_t rng = 7;
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     for (int i = 0; i < N; i++) {
         src[i] = attn__bits_f32((uint32_t)attn_test_rand_u64(&rng));
@@ -223,7 +223,7 @@ TEST(simd_fp8_decode_matches_scalar_for_every_code) {
     enum { N = 256 * 3 + 37 };
     static uint8_t codes[N];
     static float got[N];
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     /* every code, shifted each round */
     for (int i = 0; i < N; i++) codes[i] = (uint8_t)(i * 167 + i / 256);
@@ -300,11 +300,20 @@ TEST(isa_detection_and_forced_isa) {
     CHECK_EQ_INT(fast_dot, (attn__cpu_flags() & ATTN__CPU_BF16_DOT_FAST) != 0);
     CHECK(!fast_dot || strstr(attn_cpu_features(), "avx512bf16=yes") != NULL);
     CHECK(!fast_dot || attn__cpu_is_amd());
+    /* the whole text, each flag named once, in this order */
+    int f = attn__cpu_flags();
+    char want[160];
+    snprintf(want, sizeof want, "avx2=%s avx512=%s avx512bf16=%s avx512vbmi=%s amx=%s bf16dot=%s",
+             f & ATTN__CPU_AVX2 ? "yes" : "no", f & ATTN__CPU_AVX512 ? "yes" : "no",
+             f & ATTN__CPU_AVX512BF16 ? "yes" : "no", f & ATTN__CPU_AVX512VBMI ? "yes" : "no",
+             f & ATTN__CPU_AMX ? "yes" : "no", f & ATTN__CPU_BF16_DOT_FAST ? "fast" : "no");
+    CHECK_MSG(strcmp(attn_cpu_features(), want) == 0, "attn_cpu_features() = \"%s\", want \"%s\"",
+              attn_cpu_features(), want);
 #endif
-#if defined(ATTN__HAVE_TILE_EMULATION)
+#if ATTN__HAVE_TILE_EMULATION
     /* this suite is built with ATTN_TILES_EMULATE: tiles run anywhere AVX2 does */
     CHECK_EQ_INT(attn_isa_supported(ATTN_ISA_AMX), attn_isa_supported(ATTN_ISA_AVX2));
-#elif !defined(ATTN__HAVE_AMX)
+#elif !ATTN__HAVE_AMX
     CHECK(!attn_isa_supported(ATTN_ISA_AMX));  /* ATTN_NO_AMX, no SIMD, or not x86 */
 #endif
 #ifdef ATTN_NO_SIMD
@@ -317,12 +326,10 @@ TEST(isa_detection_and_forced_isa) {
     int32_t cu[2] = {0, 1};
     attn_rows r = {q, ATTN_F32, 0}, ro = {o, ATTN_F32, 0};
     static char ws[1 << 16];
-    const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
-                            ATTN_ISA_AMX};
-    for (int i = 0; i < 5; i++) {
-        attn_exec e = tu_exec(all[i], 1);
+    for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++) {
+        attn_exec e = tu_exec((attn_isa)i, 1);
         o[0] = 9.0f;
-        attn_status want = attn_isa_supported(all[i]) ? ATTN_OK : ATTN_ERR_UNSUPPORTED;
+        attn_status want = attn_isa_supported((attn_isa)i) ? ATTN_OK : ATTN_ERR_UNSUPPORTED;
         CHECK_STATUS(attn_sdpa(&p, &e, r, r, r, ro, cu, cu, 1, 1, NULL, ws, sizeof ws), want);
         if (want != ATTN_OK) CHECK_NEAR(o[0], 9.0, 0.0);
     }

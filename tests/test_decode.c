@@ -207,7 +207,7 @@ static int td_check_on(const td_case *c, uint64_t seed, const attn_isa *isas, in
 
 /* The case on every ISA this machine runs (tu_isas). */
 static int td_check(const td_case *c, uint64_t seed) {
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     return td_check_on(c, seed, isas, n_isa);
 }
@@ -334,7 +334,7 @@ TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
     const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
     const int Ds[] = {64, 128}, GB = 16;
     int lens[3] = {600, 17, 1}, fails = 0;
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     for (int k = 0; k < 5; k++)
         for (int i = 0; i < 2; i++) {
@@ -553,7 +553,7 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
                 }
             size_t n = (size_t)2 * c.H * c.D;
             float *o = (float *)tu_alloc(n * 4);
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_COUNT];
             int n_isa = tu_isas(isas), bad = 0;
             for (int k = 0; k < n_isa; k++) {
                 attn_exec e = tu_exec(isas[k], 2);
@@ -763,14 +763,14 @@ TEST(decode_tile_fp8_rows_are_exact) {
             attn_dtype dt = f ? ATTN_FP8_E5M2 : ATTN_FP8_E4M3;
             int bad = 0;
             if (pass == 0) {
-#ifdef ATTN__HAVE_TILE_EMULATION
+#if ATTN__HAVE_TILE_EMULATION
                 if (!attn_isa_supported(ATTN_ISA_AVX2)) continue;
                 attn__decode_tile_fp8__avx2(got, codes, dt, 256, tmp);
 #else
                 continue;
 #endif
             } else {
-#ifdef ATTN__HAVE_AMX
+#if ATTN__HAVE_AMX
                 if (!fast) continue;
                 attn__decode_tile_fp8__avx512(got, codes, dt, 256, tmp);
 #else
@@ -800,7 +800,7 @@ TEST(decode_tile_fp8_rows_are_exact) {
    largest term first, each at most half an ulp of bf16 of the one before; a bf16 query is one
    term, its own bits; the unused columns are 0. G = 7: two column tiles of five heads. */
 TEST(decode_tile_queries_sum_to_the_query) {
-#if defined(ATTN__HAVE_DECODE_TILES) && defined(ATTN__HAVE_TILE_EMULATION)
+#if defined(ATTN__HAVE_DECODE_TILES) && ATTN__HAVE_TILE_EMULATION
     enum { G = 7, D = 64, S = D / 32 };
     float q[G * D];
     uint16_t qb[G * D];
@@ -860,7 +860,7 @@ TEST(decode_alone_equals_in_batch_of_64) {
     c.num_seqs = 64; c.lens = lens; c.kv_dt = ATTN_BF16; c.alibi = 1; c.sinks = 1;
     td_data d;
     td_make(&c, 1400, &d);
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);  /* with ATTN_ISA_AMX: decode's logits on tiles (G = 4) */
     size_t row = (size_t)c.H * c.D;
     for (int k = 0; k < n_isa; k++) {
@@ -891,7 +891,7 @@ TEST(decode_keys_and_values_may_share_a_buffer) {
     td_make(&c, 1500, &d);
     td_values_equal_keys(&c, &d);
     void *separate = d.cache.value;
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     size_t n_out = (size_t)c.num_seqs * c.H * c.D;
     float *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
@@ -982,7 +982,7 @@ TEST(decode_e4m3_nan_codes_take_the_exact_decode) {
     for (int gi = 0; gi < 2; gi++) {
         td_case c = td_base();
         td_data d;
-        attn_isa isas[4];
+        attn_isa isas[ATTN_ISA_COUNT];
         int n_isa = tu_isas(isas), G = gi ? 4 : 1;
         c.H = 2 * G; c.Hk = 2; c.D = 64; c.num_seqs = 2; c.lens = lens;
         c.kv_dt = ATTN_FP8_E4M3; c.act_dt = ATTN_F32; c.k_scale = 0.01f; c.v_scale = 0.004f;
@@ -1023,7 +1023,7 @@ TEST(decode_e4m3_nan_codes_take_the_exact_decode) {
    of the scalar decoders for all 256 codes of both formats, NaNs and subnormals included, on
    every ISA; with a scale, each element is the scalar decode times the scale. */
 TEST(decode_vector_fp8_matches_scalar_all_codes) {
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     uint8_t codes[256 + 3];
     float got[256 + 3];

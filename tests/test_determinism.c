@@ -160,7 +160,7 @@ static int tdt_sdpa(attn_isa isa, attn_dtype act, uint64_t seed) {
 }
 
 TEST(determinism_sdpa_threads_pools_permutations) {
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas), fails = 0;
     for (int k = 0; k < n_isa; k++) {
         fails += tdt_sdpa(isas[k], ATTN_F32, 5000 + (uint64_t)k);
@@ -254,7 +254,7 @@ static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64
 }
 
 TEST(determinism_paged_threads_pools_permutations) {
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas), fails = 0;  /* ATTN_ISA_AMX: prefill and decode on tiles */
     /* each ISA runs prefill, decode v1 and decode v2, each on another of the three cache /
        activation pairs (rotating with the ISA: every ISA meets every pair); AUTO only picks
@@ -274,7 +274,7 @@ TEST(determinism_paged_threads_pools_permutations) {
 /* ---- attn_write_kv with duplicate slots, and attn_forward ------------------------------------ */
 TEST(determinism_write_kv_and_forward) {
     enum { H = 4, HK = 2, D = 24, BS = 4, NB = 40, T = 300 };
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 5400;
     float *kf = (float *)tu_alloc(sizeof(float) * T * HK * D),

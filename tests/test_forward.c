@@ -492,7 +492,7 @@ TEST(forward_decodes_equal_paged_decode_on_every_isa) {
     md.block_tables = tables; md.max_blocks_per_seq = MAXB;
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     for (int i = 0; i < n_isa; i++) {
         attn_exec e = tu_exec(isas[i], 2);

@@ -141,7 +141,7 @@ static int tg_sdpa(attn_isa isa, attn_gemm gemm, attn_dtype act, attn_dtype out_
 
 TEST(guard_pages_sdpa) {
     if (!TG_GUARD) SKIP("no mmap");
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     attn_gemm gemms[2];
     int n_isa = tu_isas_tiles(isas), n_gemm = tu_gemms(gemms), fails = 0;
     static const int Ds[] = {5, 24, 40, 64};
@@ -258,7 +258,7 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
 
 TEST(guard_pages_paged_prefill_and_decode) {
     if (!TG_GUARD) SKIP("no mmap");
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     attn_gemm gemms[2];
     int n_isa = tu_isas(isas), n_gemm = tu_gemms(gemms), fails = 0;
     static const int lens[3] = {1, 37, 530}, Ds[3] = {5, 40, 64};
@@ -288,7 +288,7 @@ TEST(guard_pages_paged_prefill_and_decode) {
 TEST(guard_pages_write_kv_swap_copy) {
     if (!TG_GUARD) SKIP("no mmap");
     enum { NB = 5, BS = 3, HK = 2, D = 7, T = 6 };
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 4200;
     int64_t slots[T] = {0, NB * BS - 1, 4, -1, 7, NB * BS - 1}, pairs[4] = {0, NB - 1, NB - 2, 1};
@@ -434,7 +434,7 @@ TEST(guard_pages_convert_merge_bias) {
 TEST(guard_pages_forward) {
     if (!TG_GUARD) SKIP("no mmap");
     enum { H = 4, HK = 2, D = 24, BS = 5, NB = 9, CTX = 13, NEW = 6, T = NEW + 1 };
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 4400;
     int32_t qsl[2] = {0, NEW}, lens[2] = {CTX + NEW, 11}, ctx[1] = {CTX},

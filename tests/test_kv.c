@@ -254,7 +254,7 @@ TEST(kv_sizing_helpers_exact_and_round_trip) {
 
 TEST(write_kv_matches_reference_all_dtype_pairs) {
     enum { NB = 7, BS = 5, HK = 2, D = 37, T = 24, S = HK * D + 5 };
-    attn_isa isas[8];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     uint64_t rng = attn_test_seed() ^ 0x77;
     int64_t slots[T];
@@ -300,7 +300,7 @@ TEST(write_kv_matches_reference_all_dtype_pairs) {
 
 TEST(write_kv_same_dtype_is_bit_exact_copy) {
     enum { HK = 2, D = 19, T = 3 };
-    attn_isa isas[8];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     static const uint32_t f32_specials[] = {0x7fc00001u, 0xffa00005u /* signalling NaN */,
                                             0x80000000u, 0x00000001u, 0x7f800000u, 0xff7fffffu};
@@ -403,7 +403,7 @@ TEST(write_kv_fp8_divides_by_scale) {
             }
     }
     REQUIRE(n >= 4);
-    attn_isa isas[8];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     for (int i = 0; i < n_isa; i++) {
         attn_kv_cache c;

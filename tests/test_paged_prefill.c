@@ -31,7 +31,7 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     size_t n_out = (size_t)qsl[c.num_seqs] * row, esz = attn_dtype_size(c.act_dt);
     char *o1 = (char *)tu_alloc(n_out * esz + 1), *o2 = (char *)tu_alloc(n_out * esz + 1);
     float *l1 = (float *)tu_alloc(nq * 4), *l2 = (float *)tu_alloc(nq * 4);
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     attn_gemm gemms[2];
     int n_gemm = tu_gemms(gemms);
@@ -138,7 +138,7 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
            *b = (float *)tu_alloc(n_out * 4);
     uint64_t rng = 5;
     for (size_t i = 0; i < n_out; i++) q[i] = attn_test_rand_uniform(&rng, -1.5f, 1.5f);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     for (int k = 0; k < n_isa; k++) {
         attn_exec e = tu_exec(isas[k], 2);

@@ -78,7 +78,7 @@ static attn_status ts_run(const ts_case *c, ts_data *d, const attn_exec *e, void
 /* Checks every ISA and thread count against the reference; returns the number of failures. */
 static int ts_check(const ts_case *c, uint64_t seed) {
     ts_data d;
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas), fails = 0;
     ts_make(c, seed, &d);
     int64_t Tq = d.cu_q[c->num_seqs];
@@ -308,7 +308,7 @@ TEST(sdpa_bf16_value_cache) {
     attn_rows qa = {a.q, ATTN_BF16, a.q_stride}, ka = {a.k, ATTN_BF16, a.kv_stride},
               va = {a.v, ATTN_BF16, a.kv_stride};
     attn_rows kb = {k2, ATTN_BF16, a.kv_stride}, vb = {v2, ATTN_BF16, a.kv_stride};
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     for (int i = 0; i < n_isa; i++) {
         attn_exec e = tu_exec(isas[i], 1);
@@ -333,7 +333,7 @@ TEST(sdpa_bf16_value_cache) {
 /* A sequence's output does not depend on its neighbours in the batch (bitwise). */
 TEST(sdpa_sequence_alone_equals_in_batch) {
     int lq_batch[4] = {30, 77, 5, 64}, lk_batch[4] = {30, 90, 5, 64};
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     ts_case c; memset(&c, 0, sizeof c);
     c.H = 8; c.Hk = 2; c.D = 32; c.num_seqs = 4; c.lq = lq_batch; c.lk = lk_batch; c.causal = 1;
@@ -424,7 +424,7 @@ TEST(sdpa_rejects_bad_input_and_writes_nothing) {
 TEST(sdpa_isas_agree_on_a_nan_key) {
     int lq[1] = {9}, lk[1] = {9};
     float caps[2] = {0.0f, 20.0f};
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     for (int ci = 0; ci < 2; ci++) {
         ts_case c; memset(&c, 0, sizeof c);

@@ -22,18 +22,18 @@
 #define TU_NO_DECODE_TILES "this build has no decode tile kernels (not x86-64, ATTN_NO_SIMD " \
     "or ATTN_NO_AMX)"
 
-/* The ISAs this machine can run, scalar first. */
+/* The ISAs this machine can run but ATTN_ISA_AMX, scalar first; out needs room for
+   ATTN_ISA_COUNT. */
 static int tu_isas(attn_isa *out) {
-    static const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON};
     int n = 0;
-    for (int i = 0; i < 4; i++)
-        if (attn_isa_supported(all[i])) out[n++] = all[i];
+    for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++)
+        if (i != ATTN_ISA_AMX && attn_isa_supported((attn_isa)i)) out[n++] = (attn_isa)i;
     return n;
 }
 
 /* The ISAs of tu_isas, then ATTN_ISA_AMX where it runs: the tile kernels of bf16 prefill on
    real tiles, or emulated ones (the suite is built with ATTN_TILES_EMULATE). For the prefill
-   tests; out needs room for 5. */
+   tests; out needs room for ATTN_ISA_COUNT. */
 static int tu_isas_tiles(attn_isa *out) {
     int n = tu_isas(out);
     if (attn_isa_supported(ATTN_ISA_AMX)) out[n++] = ATTN_ISA_AMX;

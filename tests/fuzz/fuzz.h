@@ -194,11 +194,9 @@ FZ_FUNC void fz_pool_for(void *pool, int num_items, int num_threads, attn_task_f
 
 /* The ISAs this machine runs, scalar first. */
 FZ_FUNC int fz_isas(attn_isa *out) {
-    static const attn_isa all[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
-                                   ATTN_ISA_AMX};
     int n = 0;
-    for (int i = 0; i < 5; i++)
-        if (attn_isa_supported(all[i])) out[n++] = all[i];
+    for (int i = ATTN_ISA_SCALAR; i < ATTN_ISA_COUNT; i++)
+        if (attn_isa_supported((attn_isa)i)) out[n++] = (attn_isa)i;
     return n;
 }
 
@@ -206,7 +204,7 @@ FZ_FUNC int fz_isas(attn_isa *out) {
    one on the pool at 1..16 threads; sometimes NULL, a negative thread count, an ISA out of range
    or one this CPU lacks, an engine this build lacks. */
 FZ_FUNC const attn_exec *fz_exec(fz_in *in, attn_exec *e, fz_expect *ex) {
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n = fz_isas(isas), r = fz_int(in, 0, 31);
     memset(e, 0, sizeof *e);
     fz_error_msg[0] = 0;
