@@ -210,7 +210,13 @@
                             refuses a block named twice in a row and, with md.pool, a block not
                             in use; a NULL slot_mapping on a step that reads the cache needs
                             md.profile_run = 1; pool.error_msg. attn_metadata, attn_block_pool
-                            and attn_seq have new fields at their ends (zero: the old meaning)
+                            and attn_seq have new fields at their ends (zero: the old meaning).
+                            Shared-prefix decode: a partition several sequences' tables share
+                            is computed once for all (the same bits; exec.no_shared_prefixes,
+                            a new last field, turns it off). fp8 decode skips a block's padded
+                            heads. The ISAs come from one table; attn_cpu_features always
+                            prints bf16dot=fast|no. A cross-attention prefill with no encoder
+                            tokens accepts NULL value rows
        0.4.16 (2026-11-28)  clean under gcc's -Wnull-dereference and -Wduplicated-branches: the
                             fp8 value pairs take a flag for a missing second row, not a null
                             pointer; the transpose-sum takes its pairing as an argument (no

@@ -279,8 +279,9 @@ static void dot4(const float *w, const float *x, size_t stride, int nt, int K, f
 
 /* Whether a matmul of `work` multiply-adds runs on the threads: not under 2^18 (over before they
    start), else while the threads' seconds per multiply-add stay below one thread's. Both are
-   running means, each mode retried every 32nd call: where another process keeps a core busy, a
-   parallel region waits for the thread that shares it (milliseconds) and one thread is faster.
+   running means, each mode retried once in 256 calls: where another process keeps a core busy, a
+   parallel region waits for the thread that shares it (milliseconds) and one thread is faster,
+   and a retry in every 32 calls cost make run 5-10% there (docs/PERF.md#serial-below).
    The result is the same either way (rows are split, not sums). */
 static double g_mm_rate[2];  /* seconds per multiply-add: [0] one thread, [1] the threads */
 static long g_mm_calls;
@@ -292,7 +293,7 @@ static int matmul_parallel(double work) {
     return 0;
 #endif
     long c = g_mm_calls++;
-    if (c % 32 == 0 || c % 32 == 16) return c % 32 == 16;  /* the retries */
+    if (c % 256 == 0 || c % 256 == 128) return c % 256 == 128;  /* the retries */
     return g_mm_rate[0] == 0.0 || g_mm_rate[1] == 0.0 || g_mm_rate[1] < g_mm_rate[0];
 }
 

@@ -146,7 +146,7 @@ static int tsp_check_on(const tsp_case *t, uint64_t seed, const attn_isa *isas, 
 }
 
 static int tsp_check(const tsp_case *t, uint64_t seed) {
-    attn_isa isas[5];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);
     return tsp_check_on(t, seed, isas, n_isa);
 }
@@ -186,7 +186,7 @@ TEST(shared_prefix_every_cache_dtype) {
 TEST(shared_prefix_group_sizes) {
     const int sizes[] = {2, 5, 17, 32}, Gs[] = {1, 4, 8};
     int fails = 0, lens[32], leader[32], shared[32];
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++) {
