@@ -119,21 +119,27 @@ static int tsp_check_on(const tsp_case *t, uint64_t seed, const attn_isa *isas, 
         for (int run = 0; run < 4; run++) {
             attn_exec e = tu_exec(isas[k], 1 + run % 2);
             attn_paged_version ver = run < 2 ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
+            attn_exec off = e;  /* exec.no_shared_prefixes: nothing stacked, the same bits */
+            off.no_shared_prefixes = 1;
             int bad = 0, got_stacked = tsp_stacked(c, &d, tab, &e, ver),
-                no_stacks = tsp_stacked(c, &d, d.tables, &e, ver);
-            e.f32_probs = c->f32_probs;
-            if (tsp_run(c, &d, d.tables, &e, ver, o_own, l_own) != ATTN_OK ||
-                tsp_run(c, &d, tab, &e, ver, o_sh, l_sh) != ATTN_OK) { fails++; continue; }
+                no_stacks = tsp_stacked(c, &d, d.tables, &e, ver) +
+                            tsp_stacked(c, &d, tab, &off, ver);
+            e.f32_probs = off.f32_probs = c->f32_probs;
+            if (tsp_run(c, &d, tab, &off, ver, o_sh, l_sh) != ATTN_OK ||
+                tsp_run(c, &d, d.tables, &e, ver, o_own, l_own) != ATTN_OK) { fails++; continue; }
+            int same_off = !memcmp(o_own, o_sh, n_out * esz) && !memcmp(l_own, l_sh, n_lse * 4);
+            if (tsp_run(c, &d, tab, &e, ver, o_sh, l_sh) != ATTN_OK) { fails++; continue; }
             for (size_t i = 0; i < n_out; i++) {
                 double err = fabs(ref_element(o_sh, out_dt, i) - d.ref_out[i]);
                 bad += !(err <= atol + 1e-3 * fabs(d.ref_out[i]));
             }
-            int same = !memcmp(o_own, o_sh, n_out * esz) && !memcmp(l_own, l_sh, n_lse * 4);
+            int same = same_off && !memcmp(o_own, o_sh, n_out * esz) &&
+                       !memcmp(l_own, l_sh, n_lse * 4);
             if (bad || !same || got_stacked != want || no_stacks != 0) {
                 fails++;
                 printf("  H=%d Hk=%d D=%d seqs=%d kv=%s act=%s alibi=%d W=%d cap=%g sinks=%d "
                        "isa=%s v%d threads=%d: %d off the reference, shared vs own %s, "
-                       "%d partitions stacked (want %d; own tables: %d, want 0)\n", c->H, c->Hk,
+                       "%d partitions stacked (want %d; own tables or sharing off: %d, want 0)\n", c->H, c->Hk,
                        c->D, c->num_seqs, attn_dtype_name(c->kv_dt), attn_dtype_name(c->act_dt),
                        c->alibi, c->window, c->cap, c->sinks, attn_isa_name(isas[k]),
                        ver == ATTN_PAGED_V1 ? 1 : 2, e.num_threads, bad,
