@@ -117,8 +117,11 @@
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
-       OpenMP default), on the caller's pool (exec.parallel_for), or serially. Functions are
-       thread-safe for distinct outputs; the only global is the idempotent CPU detection.
+       OpenMP default), on the caller's pool (exec.parallel_for), or serially: serially below
+       ATTN_SERIAL_WORK, and on OpenMP for the next 16 calls after a region whose threads
+       started over a millisecond late (another process holding a core). Outputs are the same
+       bits on any thread count. Functions are thread-safe for distinct outputs; the globals are
+       the idempotent CPU detection and that count.
    SIMD
        Scalar, AVX2+FMA and AVX-512 variants of the same kernels are compiled into every x86
        build (no -march flags needed), scalar and NEON into aarch64 builds; attn_build_info
@@ -204,7 +207,9 @@
                             full blocks kept by content, exact, LRU eviction after never-cached
                             blocks; free counts include evictable cached blocks. Calls
                             estimated below ATTN_SERIAL_WORK run on the calling thread, no
-                            region has more threads than items. attn_batch_build_checked,
+                            region has more threads than items, and after a region whose
+                            threads started over 1 ms late (a core held by another process)
+                            the next 16 calls run serially. attn_batch_build_checked,
                             attn_forward_workspace_bound, ATTN_ERR_CAPACITY (the builder's
                             capacity overflows, formerly ATTN_ERR_OUT_OF_RANGE); attn_forward
                             refuses a block named twice in a row and, with md.pool, a block not
@@ -2884,6 +2889,57 @@ ATTN__PRIVATE int attn__run_threads(const attn__call *c, int num_items) {
     return ATTN__MAX(1, ATTN__MIN(c->threads, num_items));
 }
 
+#ifdef ATTN_USE_OPENMP
+/* OpenMP regions after one whose last thread started late run on the calling thread: where
+   another process keeps a core busy, a region waits for the thread that shares that core, a
+   scheduler slice (milliseconds, however small the call), so the next ATTN__LATE_CALLS calls
+   past the threshold run serially, then the threads are tried again (attn_bench's 64-token
+   prefill with a core busy: 8 ms in one run of three on 2 threads, 0.6-0.9 ms on one;
+   docs/PERF.md#serial-below). Results do not depend on it: every thread count gives the
+   same bits. A process-wide hint, read and written atomically. */
+#define ATTN__LATE_START 1e-3  /* seconds from a region's start to its last thread's */
+#define ATTN__LATE_CALLS 16
+static int attn__late_calls_left;
+static int attn__team_made;  /* the most threads a region had: a larger one starts threads */
+
+/* Whether this call takes the calling thread alone, the threads having started late lately. */
+ATTN__PRIVATE int attn__late_serial(void) {
+    int left;
+#pragma omp atomic read
+    left = attn__late_calls_left;
+    if (left <= 0) return 0;
+#pragma omp atomic
+    attn__late_calls_left--;
+    return 1;
+}
+
+/* The items on `threads` OpenMP threads, dynamic (items differ in cost: causal tiles; results
+   do not depend on who runs what); a region whose last thread started late turns the next
+   calls serial (attn__late_serial), but not one that starts new threads (slow once). */
+ATTN__PRIVATE void attn__run_omp(int threads, int num_items, attn_task_fn *task, void *ctx) {
+    double t0 = omp_get_wtime(), late = 0.0;
+    int made;
+#pragma omp atomic read
+    made = attn__team_made;
+#pragma omp parallel num_threads(threads)
+    {
+        double start = omp_get_wtime() - t0;
+        int i;
+#pragma omp critical(attn__late)
+        if (start > late) late = start;
+#pragma omp for schedule(dynamic, 1)
+        for (i = 0; i < num_items; i++) task(ctx, i, omp_get_thread_num());
+    }
+    if (threads > made) {
+#pragma omp atomic write
+        attn__team_made = threads;
+    } else if (late > ATTN__LATE_START) {
+#pragma omp atomic write
+        attn__late_calls_left = ATTN__LATE_CALLS;
+    }
+}
+#endif
+
 ATTN__PRIVATE void attn__run_items(const attn__call *c, int num_items, attn_task_fn *task,
                                    void *ctx) {
     int threads = attn__run_threads(c, num_items);
@@ -2893,11 +2949,8 @@ ATTN__PRIVATE void attn__run_items(const attn__call *c, int num_items, attn_task
         return;
     }
 #ifdef ATTN_USE_OPENMP
-    if (threads > 1) {
-        int i;
-        /* dynamic: items differ in cost (causal tiles); results do not depend on who runs what */
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (i = 0; i < num_items; i++) task(ctx, i, omp_get_thread_num());
+    if (threads > 1 && !attn__late_serial()) {
+        attn__run_omp(threads, num_items, task, ctx);
         return;
     }
 #endif
