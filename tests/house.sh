@@ -4,10 +4,10 @@
 # first line names ATTN_VERSION_STRING; given an object file of the implementation unit (OBJ),
 # also that every function symbol in it is found by grepping attn.h for its stem (the name
 # without the ISA suffix - the names of the ISA table, ATTN__ISA_LIST - and the compiler's
-# .isra/.constprop/.part/.cold clones). Also that no compile guard defined as 0 as well as 1 (the
-# ISA table's ATTN__HAVE_<ISA>) is tested with #ifdef, #ifndef or defined() in attn.h or the
-# tests beside it: that test is true for 0 too. Beside a README.md and examples/quickstart.c (the
-# repository), also that the README's quick start and the header's QUICK START (its indentation
+# .isra/.constprop/.part/.cold clones and ._omp_fn regions). Also that no compile guard defined
+# as 0 as well as 1 (the ISA table's ATTN__HAVE_<ISA>) is tested with #ifdef, #ifndef or
+# defined() in attn.h or the tests beside it: that test is true for 0 too. Beside a README.md
+# and examples/quickstart.c (the repository), also that the README's quick start and the header's QUICK START (its indentation
 # of seven spaces taken off) are examples/quickstart.c, and that the front door stays small:
 # README.md at most 16 KB, docs/PERF.md at most 60 KB.
 # Usage: sh tests/house.sh [attn.h [OBJ]]. Prints what differs; exit status 0 when all agree.
@@ -34,7 +34,7 @@ isas=$(sed -n '/^#define ATTN__ISA_LIST/,/^$/p' "$H" | sed -n 's/^ *X(ATTN_ISA_[
 [ -n "$isas" ] || { echo "no ISA names found in ATTN__ISA_LIST"; rc=1; }
 if [ -n "$OBJ" ]; then
     nm "$OBJ" | awk '$2 ~ /^[tT]$/ { print $3 }' |
-        sed -E "s/\.(isra|constprop|part|cold|lto_priv)(\.[0-9]+)*//g; s/__($isas)\$//" |
+        sed -E "s/\.(isra|constprop|part|cold|lto_priv|_omp_fn)(\.[0-9]+)*//g; s/__($isas)\$//" |
         sort -u > "$T.syms"
     while read -r name; do
         grep -q -- "$name" "$H" || { echo "function symbol not found in $H: $name"; rc=1; }
