@@ -67,7 +67,7 @@ $(B)/quickstart: examples/quickstart.c attn.h | $(B)
 # prefill in chunks of 32 tokens, two samples of each prompt (forks), then the text and the
 # throughput. It says what it builds, that the weights are random, and the ISA, threads and KV
 # dtype it ran with. RUN_FLAGS adds runner options (e.g. RUN_FLAGS="--kv-dtype bf16 --threads 1").
-# OpenMP's waiting threads spin 100,000 rounds (about a millisecond, GOMP_SPINCOUNT) before they
+# OpenMP's waiting threads spin 100,000 rounds (GOMP_SPINCOUNT; GNU's default 300,000) before they
 # sleep, unless the environment sets GOMP_SPINCOUNT or OMP_WAIT_POLICY: the gaps between a small
 # model's many short parallel regions pass without a wake-up (a passive policy's woken thread
 # cost 2 threads their gain on idle cores), and a thread that waits longer sleeps.
