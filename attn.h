@@ -4616,7 +4616,7 @@ ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, const attn__call *c)
     int most = 1;  /* one span for all the stacks: the largest one's */
     for (int k = 0; k < P->n_stacks; k++) most = ATTN__MAX(most, P->stacks[3 * k + 2]);
     P->stack_span = attn__decode_stack_span(P->Hk, attn__decode_scratch_heads(most * P->G, widths));
-    P->stack_spans = (P->Hk + P->stack_span - 1) / P->stack_span;
+    P->stack_spans = (int)(((int64_t)P->Hk + P->stack_span - 1) / P->stack_span);
 }
 
 /* Fills a decode plan, its workspace already laid out (attn__decode_ws_layout), from checked
