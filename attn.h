@@ -111,9 +111,9 @@
        - paged decode (attn_paged_decode, attn_forward's decodes): (2 + D) floats per query
          head and 512-token partition for the partial results, and per thread about
          (2 D + 528) x 4 bytes for each query head of up to eight KV heads (G rounded up to 4
-         or 8), plus a few KB a KV head on ATTN_ISA_AMX; or a stacked pass's (64 query heads,
-         for shared prefixes) where that is more; and 29 bytes a partition for the shared
-         prefixes' search.
+         or 8), plus a few KB a KV head on ATTN_ISA_AMX; with two sequences or more (and not
+         exec.no_shared_prefixes) a stacked pass's scratch (up to 64 query heads, for shared
+         prefixes) where that is more, and 29 bytes a partition for their search.
    THREADING
        Each call splits its work into fixed items (for example sequence x KV head x query tile,
        or 512-token decode partitions) and runs them on OpenMP threads (exec.num_threads, 0 = the
@@ -4324,13 +4324,21 @@ ATTN__PRIVATE size_t attn__decode_stack_scratch(int span, int heads, int Gs, int
            sizeof(float) * (size_t)span * heads * (2 + (size_t)D);
 }
 
-/* Lays out a decode call's workspace, [part_start: num_seqs+1 int64][partials][the shared
-   prefixes' search and stacks, partitions-long arrays][scratch per thread: a work item's, or a
-   stacked pass's, whichever is larger], at base into P (base NULL: only measures) and returns
-   its size. Nothing is written to base. */
-ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__call *c,
-                                            const int32_t *seq_lens,
-                                            int num_seqs, char *base, attn__decode_plan *P) {
+/* Whether a call may compute shared partitions once (attn__decode_share): sharing on, two
+   sequences or more, and room for two of them in a stacked pass. Otherwise its workspace has
+   no room for the search or the stacked passes. */
+ATTN__PRIVATE int attn__decode_may_share(const attn__call *c, int G, int num_seqs) {
+    return c->share && num_seqs >= 2 && 2 * G <= ATTN__DECODE_STACK_HEADS;
+}
+
+/* Lays out a decode workspace, [part_start: num_seqs+1 int64][partials][the shared prefixes'
+   search and stacks, partitions-long arrays][scratch per thread: a work item's, or a stacked
+   pass's, whichever is larger], at base into P (base NULL: only measures) and returns its
+   size, with room for stacks of up to `sharers` sequences (a call's own count, or a bound's).
+   Nothing is written to base. */
+ATTN__PRIVATE size_t attn__decode_ws_layout_for(const attn_params *p, const attn__call *c,
+                                                const int32_t *seq_lens, int num_seqs,
+                                                int sharers, char *base, attn__decode_plan *P) {
     int G = p->num_heads / p->num_kv_heads, D = p->head_size;
     int Gs = attn__decode_scratch_heads(G, c->k->decode_widths), Dv = (D + 31) / 32 * 32;
     int64_t parts = 0;
@@ -4345,9 +4353,11 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
     size_t tile_words = attn__decode_tiles_may_run(c, p) ? attn__decode_tile_words(p) : 0;
     size_t per_thread =
             attn__align_up(attn__decode_scratch_layout(span, G, Gs, Dv, tile_words, NULL, NULL));
-    size_t n = (size_t)parts, i32 = attn__align_up(sizeof(int32_t) * n);
-    size_t share = attn__align_up(sizeof(int64_t) * n) + 5 * i32 + attn__align_up(n);
-    for (int m = 2; m * G <= ATTN__DECODE_STACK_HEADS; m++) {  /* every stack's size */
+    size_t n = (size_t)parts, i32 = attn__align_up(sizeof(int32_t) * n), share = 0;
+    int may_share = attn__decode_may_share(c, G, sharers);
+    if (may_share) share = attn__align_up(sizeof(int64_t) * n) + 5 * i32 + attn__align_up(n);
+    for (int m = 2; may_share && m <= sharers && m * G <= ATTN__DECODE_STACK_HEADS; m++) {
+        /* every stack's size */
         int heads = m * G, Gsm = attn__decode_scratch_heads(heads, c->k->decode_widths);
         per_thread = ATTN__MAX(per_thread, attn__align_up(attn__decode_stack_scratch(
                 attn__decode_stack_span(p->num_kv_heads, Gsm), heads, Gsm, Dv, D,
@@ -4369,6 +4379,13 @@ ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__ca
         P->Gs = Gs; P->Dv = Dv; P->tile_words = tile_words;
     }
     return ATTN__ALIGN + head + partials + share + per_thread * (size_t)c->threads;
+}
+
+/* A decode call's workspace (attn__decode_ws_layout_for), room for its own sequences' stacks. */
+ATTN__PRIVATE size_t attn__decode_ws_layout(const attn_params *p, const attn__call *c,
+                                            const int32_t *seq_lens, int num_seqs, char *base,
+                                            attn__decode_plan *P) {
+    return attn__decode_ws_layout_for(p, c, seq_lens, num_seqs, num_seqs, base, P);
 }
 
 ATTNDEF size_t attn_paged_decode_workspace_size(const attn_params *params, const attn_exec *exec,
@@ -4495,9 +4512,8 @@ ATTN__PRIVATE void attn__decode_stack_task(void *ctx, int item, int thread) {
 }
 
 /* The stacked passes of a plan (none: nothing). */
-ATTN__PRIVATE void attn__decode_run_stacks(const attn__call *c, const attn__decode_run *run) {
-    attn__run_items(c, run->plan->n_stacks * run->plan->stack_spans, attn__decode_stack_task,
-                    (void *)run);
+ATTN__PRIVATE void attn__decode_run_stacks(const attn__call *c, attn__decode_run *run) {
+    attn__run_items(c, run->plan->n_stacks * run->plan->stack_spans, attn__decode_stack_task, run);
 }
 
 /* v2, second pass: the same ordered merge as v1. */
@@ -4581,7 +4597,7 @@ ATTN__PRIVATE void attn__decode_share(attn__decode_plan *P, const attn__call *c)
     int64_t total = P->part_start[P->num_seqs], n = 0, i, j;
     int n_members = 0, widths = c->k->decode_widths;
     P->n_stacks = P->n_own = 0;
-    if (!c->share || P->G > ATTN__DECODE_STACK_HEADS / 2) return;
+    if (!attn__decode_may_share(c, P->G, P->num_seqs)) return;
     for (int s = 0; s < P->num_seqs; s++)
         for (int64_t part = 0; part < P->part_start[s + 1] - P->part_start[s]; part++)
             if (attn__decode_whole_part(P, s, part)) {
@@ -5265,12 +5281,13 @@ ATTNDEF size_t attn_forward_workspace_bound(const attn_layer *layer, int max_seq
     size_t bound = attn__align_up(attn__prefill_ws_layout(&c, &layer->params, n, tiles, NULL,
                                                           NULL));
     /* the decode part grows with the decodes' partitions, each as long as the longest
-       context; one sequence holding all of them, plus the per-sequence offsets of n */
+       context; one sequence holding all of them, with room for stacks of n, plus the
+       per-sequence offsets of n */
     int64_t parts = (max_context + ATTN_PARTITION_TOKENS - 1) / ATTN_PARTITION_TOKENS;
     if (parts * n > ATTN__INT_MAX / ATTN_PARTITION_TOKENS) return 0;
     int32_t all[1];
     all[0] = (int32_t)(parts * n * ATTN_PARTITION_TOKENS);
-    size_t dec = attn__decode_ws_layout(&layer->params, &c, all, 1, NULL, NULL);
+    size_t dec = attn__decode_ws_layout_for(&layer->params, &c, all, 1, n, NULL, NULL);
     size_t offsets = attn__align_up(sizeof(int64_t) * ((size_t)n + 1));
     if (dec > ATTN__SIZE_MAX / 2 - bound - offsets) return 0;
     return bound + dec + offsets;
@@ -8041,12 +8058,12 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
 /* The kernels of the HB heads (a constant) from h, on the vector kernels. */
 #define ATTN__DECODE_BLOCK(HB, NA)                                                                 \
     if (kind == 0)                                                                                 \
-        ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), ATTN__MIN((NA), (HB)),  \
+        ATTN__FN(attn__decode_logits)(sc->q + (heads + h) * Dv, Dv, (HB), (NA),                   \
                                       r.base, dt, r.stride, n, Dk,                                 \
                                       sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, ahead);      \
     else                                                                                           \
         ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n, r.base,   \
-                                      dt, r.stride, Dk, Dv, (HB), ATTN__MIN((NA), (HB)),           \
+                                      dt, r.stride, Dk, Dv, (HB), (NA),                            \
                                       sc->o + (heads + h) * Dv, ahead);
 
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G heads
@@ -8070,8 +8087,8 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     for (int h = 0, hb, na; h < P->G; h += hb) {
         hb = attn__decode_next_block(P->G, P->G - h, widths);
         na = fp8 ? ATTN__MAX(1, P->G - h) : ATTN__HEAD_GROUP;  /* heads past na: padding */
-        if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8, na) }
-        else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4, na) }
+        if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8, ATTN__MIN(na, 8)) }
+        else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4, ATTN__MIN(na, 4)) }
         else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2, 2) }
         else { ATTN__DECODE_BLOCK(1, 1) }
     }
