@@ -2181,6 +2181,14 @@ ATTN__PRIVATE int attn__decode_next_block(int G, int left, int widths) {
     return (widths & 2) ? 2 : 4;
 }
 
+/* The heads a block of the decode kernels computes, `left` of its KV head's heads not yet run:
+   over fp8 rows (skip) those, the rest of the block padding without multiply-adds; over the
+   others the whole block, its count a constant (their loops stay free of run-time tests, and
+   the code smaller). At least 1, which lets the compiler drop the first head's test. */
+ATTN__PRIVATE int attn__decode_live_heads(int skip, int left) {
+    return skip ? ATTN__MAX(1, left) : ATTN__WIDE_GROUP;
+}
+
 /* The scratch's rows a KV head: room for the last head of any block sequence the call may run
    (attn__decode_next_block; the size queries see no dtypes): G rounded up to four, or to eight
    where the pass has blocks of eight. */
@@ -2893,10 +2901,9 @@ ATTN__PRIVATE int attn__run_threads(const attn__call *c, int num_items) {
 /* OpenMP regions after one whose last thread started late run on the calling thread: where
    another process keeps a core busy, a region waits for the thread that shares that core, a
    scheduler slice (milliseconds, however small the call), so the next ATTN__LATE_CALLS calls
-   past the threshold run serially, then the threads are tried again (attn_bench's 64-token
-   prefill with a core busy: 8 ms in one run of three on 2 threads, 0.6-0.9 ms on one;
-   docs/PERF.md#serial-below). Results do not depend on it: every thread count gives the
-   same bits. A process-wide hint, read and written atomically. */
+   past the threshold run serially, then the threads are tried again
+   (docs/PERF.md#serial-below). Results do not depend on it: every thread count gives the same
+   bits. A process-wide hint, read and written atomically. */
 #define ATTN__LATE_START 1e-3  /* seconds from a region's start to its last thread's */
 #define ATTN__LATE_CALLS 16
 static int attn__late_calls_left;
@@ -4500,15 +4507,16 @@ ATTN__PRIVATE void attn__decode_stack_task(void *ctx, int item, int thread) {
                                     attn__align_up(attn__decode_scratch_layout(
                                             g1 - g0, S.G, S.Gs, P->Dv, S.tile_words, NULL, NULL)));
     run->k->decode_partition(&S, S.stack[0], g0, g1, part, thread);
-    for (int g = g0; g < g1; g++)
+    for (int g = g0; g < g1; g++) {
+        const float *from = attn__decode_part_out(&S, S.stack[0], part, g);
         for (int i = 0; i < n; i++) {
-            const float *from = attn__decode_part_out(&S, S.stack[0], part, g);
             float *to = attn__decode_partial(P, P->part_start[S.stack[i]] + part, g);
             memcpy(to, from + i * G, sizeof(float) * (size_t)G);
             memcpy(to + G, from + S.G + i * G, sizeof(float) * (size_t)G);
             memcpy(to + 2 * G, from + 2 * (size_t)S.G + (size_t)i * G * D,
                    sizeof(float) * (size_t)G * D);
         }
+    }
 }
 
 /* The stacked passes of a plan (none: nothing). */
@@ -8071,9 +8079,8 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    (a constant after inlining: each format gets its own function, attn__decode_chunk_f32 ..).
    Blocks of two and eight are fp8's, whose decode the heads of a block share (f16, bf16 and f32
    rows take fours: docs/PERF.md#decode-design). Over fp8 rows a block's padded heads (past G)
-   are skipped at run time, the block's width still a constant: fp8's decode is
-   arithmetic-bound, and G = 3, 5, 6, 7 ran 1.1-1.4x faster so; the other formats' blocks stay
-   constant (their run-time counts would add 21 KB of code). The prefetch cursor goes in and
+   are skipped at run time, the block's width still a constant (attn__decode_live_heads): fp8's
+   decode is arithmetic-bound (docs/PERF.md#decode-design). The prefetch cursor goes in and
    out by value, so its address never leaves the function and it lives in registers: vector
    stores may alias anything, so by pointer each of its steps would be a load and a store in the
    inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
@@ -8086,7 +8093,7 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
               widths = ATTN__DECODE_WIDTHS & (fp8 ? ~0 : 1 | ATTN__HEAD_GROUP);
     for (int h = 0, hb, na; h < P->G; h += hb) {
         hb = attn__decode_next_block(P->G, P->G - h, widths);
-        na = fp8 ? ATTN__MAX(1, P->G - h) : ATTN__HEAD_GROUP;  /* heads past na: padding */
+        na = attn__decode_live_heads(fp8, P->G - h);
         if ((widths & 8) && hb == 8) { ATTN__DECODE_BLOCK(8, ATTN__MIN(na, 8)) }
         else if ((widths & 4) && hb == 4) { ATTN__DECODE_BLOCK(4, ATTN__MIN(na, 4)) }
         else if ((widths & 2) && hb == 2) { ATTN__DECODE_BLOCK(2, 2) }
@@ -8116,7 +8123,7 @@ ATTN__FN(attn__decode_pair_chunk_dt)(
         float *ph = sc->p + (heads + h) * ATTN__DECODE_PSTRIDE, *oh = sc->o + (heads + h) * Dv;
         const uint16_t *p16 = (const uint16_t *)(void *)ph + t;
         hb = attn__decode_next_block(P->G, P->G - h, widths);
-        na = dt != ATTN__FMT_BF16 ? ATTN__MAX(1, P->G - h) : ATTN__HEAD_GROUP;  /* as above */
+        na = attn__decode_live_heads(dt != ATTN__FMT_BF16, P->G - h);
 #define ATTN__PAIR_BLOCK(HB)                                                                       \
     if (kind == 0)                                                                                 \
         ATTN__FN(attn__decode_pair_logits)(q16, 2 * Dv, r.base, dt, e5m2, r.stride, n, Dk, k_mul,  \

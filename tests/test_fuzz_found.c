@@ -46,19 +46,26 @@ TEST(fuzz_found_bias_no_keys_null) {
     CHECK_EQ_INT(attn_make_sliding_window_bias(4, 3, 5, 1, NULL), ATTN_ERR_INVALID_ARG);
 }
 
+/* An f32 cache of two blocks of bs tokens over key and value, and params of as many query
+   heads as its hk KV heads, head size D: the set-up of the attn_forward cases below. */
+static void tff_f32_cache(attn_kv_cache *c, attn_params *p, float *key, float *value, int bs,
+                          int hk, int D) {
+    memset(c, 0, sizeof *c);
+    c->key = key; c->value = value;
+    c->num_blocks = 2; c->block_size = bs; c->num_kv_heads = hk; c->head_size = D;
+    c->dtype = ATTN_F32; c->k_scale = 1.0f; c->v_scale = 1.0f;
+    memset(p, 0, sizeof *p);
+    p->num_heads = p->num_kv_heads = hk; p->head_size = D;
+}
+
 /* attn_forward with decodes and no block tables: the decode rows' table pointer was computed
    from the NULL pointer before the check that refuses it. ATTN_ERR_INVALID_ARG, nothing written. */
 TEST(fuzz_found_forward_decode_null_tables) {
     enum { H = 2, D = 4, BS = 4 };
     static float key[2 * BS * H * D], value[2 * BS * H * D];
     attn_kv_cache c;
-    memset(&c, 0, sizeof c);
-    c.key = key; c.value = value;
-    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = H; c.head_size = D;
-    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
     attn_params p;
-    memset(&p, 0, sizeof p);
-    p.num_heads = p.num_kv_heads = H; p.head_size = D;
+    tff_f32_cache(&c, &p, key, value, BS, H, D);
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     float q[H * D] = {0}, out[H * D], before[H * D];
@@ -83,13 +90,8 @@ TEST(fuzz_found_forward_negative_table_stride) {
     enum { D = 4, BS = 4 };
     static float key[2 * BS * D], value[2 * BS * D];
     attn_kv_cache c;
-    memset(&c, 0, sizeof c);
-    c.key = key; c.value = value;
-    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = 1; c.head_size = D;
-    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
     attn_params p;
-    memset(&p, 0, sizeof p);
-    p.num_heads = p.num_kv_heads = 1; p.head_size = D;
+    tff_f32_cache(&c, &p, key, value, BS, 1, D);
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     float q[2 * D] = {0.5f, -1, 0.25f, 2, 1, 0, -0.5f, 0.75f}, k[D] = {1, 2, 3, 4}, out[2 * D];
@@ -124,13 +126,8 @@ TEST(fuzz_found_forward_cross_no_encoder_tokens) {
     enum { D = 4, BS = 4, DEC = 3 };
     static float key[2 * BS * D], value[2 * BS * D];
     attn_kv_cache c;
-    memset(&c, 0, sizeof c);
-    c.key = key; c.value = value;
-    c.num_blocks = 2; c.block_size = BS; c.num_kv_heads = 1; c.head_size = D;
-    c.dtype = ATTN_F32; c.k_scale = 1.0f; c.v_scale = 1.0f;
     attn_params p;
-    memset(&p, 0, sizeof p);
-    p.num_heads = p.num_kv_heads = 1; p.head_size = D;
+    tff_f32_cache(&c, &p, key, value, BS, 1, D);
     attn_layer L;
     REQUIRE(attn_layer_init(&L, &p, ATTN_ENCODER_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     float q[DEC * D], k[2 * D] = {1, 2, 3, 4, -1, 0.5f, 0, 2}, out[DEC * D], before[DEC * D];
