@@ -391,21 +391,45 @@ ATTNDEF const char *attn_build_info(void);
       attn_fp8_e4m3_to_f32, attn_f32_to_fp8_e4m3, FP8,      256)                                  \
     /* OCP e5m2: max 57344, inf and NaN as IEEE */                                                \
     X(ATTN_FP8_E5M2, 4, e5m2, E5M2, uint8_t,  "fp8_e5m2",                                         \
-      attn_fp8_e5m2_to_f32, attn_f32_to_fp8_e5m2, FP8,      1)
+      attn_fp8_e5m2_to_f32, attn_f32_to_fp8_e5m2, FP8,      1)                                    \
+    /* symmetric int8 codes -127..127, one bf16 scale a group of 32 (see attn_dtype_row_bytes) */ \
+    X(ATTN_INT8,     5, i8,   I8,   int8_t,   "int8",                                             \
+      attn__i8_code_to_f32, attn__f32_to_i8_code, INT,      1)                                    \
+    /* symmetric 4-bit codes -7..7, two a byte, one bf16 scale a group of 32 */                   \
+    X(ATTN_INT4,     6, i4,   I4,   uint8_t,  "int4",                                             \
+      attn__i4_code_to_f32, attn__f32_to_i4_code, INT,      1)
 
 #define ATTN__DTYPE_ENUM(name, value, t, U, type, str, dec, enc, cls, fold) name = value,
 typedef enum attn_dtype { ATTN__DTYPE_LIST(ATTN__DTYPE_ENUM) ATTN_DTYPE_COUNT } attn_dtype;
 #undef ATTN__DTYPE_ENUM
 
-/* Bytes per element; 0 for a value that is not an attn_dtype. */
+/* Bytes per element of the dtypes stored element by element (f32, f16, bf16, fp8); 0 for the
+   integer caches ATTN_INT8 and ATTN_INT4, whose rows hold codes and scales (attn_dtype_row_bytes),
+   and for a value that is not an attn_dtype. */
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype);
 ATTNDEF const char *attn_dtype_name(attn_dtype dtype);
+/* Bytes of a row of n elements in dtype (n >= 1): n * attn_dtype_size for the element dtypes;
+   for the integer caches, groups of 32 elements (the last may be shorter), one after the other,
+   each its bf16 scale (2 bytes, little-endian, unaligned) and then its codes:
+     ATTN_INT8  a code a byte (int8): 34 bytes a group, the last 2 + its elements;
+                n + 2 ceil(n/32) a row;
+     ATTN_INT4  16 bytes of codes a group: byte i holds element i of the group in its low nibble
+                and element 16 + i in its high nibble, as 4-bit two's complement (elements past
+                n are 0): 18 bytes a group, 18 ceil(n/32) a row.
+   An element reads as code x scale, exact in f32 (a code of at most 8 bits times a bf16 scale).
+   Written (attn_write_kv, attn_convert) from the group's largest magnitude m: scale =
+   bf16(m / 127) (int8) or bf16(m / 7) (int4), rounded to nearest even, code = RNE(x / scale)
+   saturated to +-127 or +-7; a group of zeros has scale 0, a group with an inf or NaN scale NaN
+   (it reads back as NaN). 0 for a bad dtype, n < 1 or overflow. */
+ATTNDEF size_t attn_dtype_row_bytes(attn_dtype dtype, int64_t n);
 
 /* Convert n elements. Every conversion goes through f32 and rounds once, to nearest even.
    To fp8: stored = saturate(x / scale) (finite overflow and +-inf clamp to +-max finite, NaN stays
    NaN). From fp8: x = stored * scale. scale 0 means 1; it must be finite and > 0, and must be 1
-   (or 0) when neither side is fp8. f16/bf16 follow IEEE: overflow rounds to inf.
-   dst and src must not overlap unless they are the same pointer with the same dtype size.
+   (or 0) when neither side is fp8. f16/bf16 follow IEEE: overflow rounds to inf. An integer
+   dtype's n elements are one row of attn_dtype_row_bytes(dtype, n) bytes (its groups as
+   written there). dst and src must not overlap unless they are the same pointer with the same
+   dtype (an element dtype's size, when both are element dtypes).
    Returns ATTN_ERR_INVALID_ARG (NULL with n > 0, bad dtype, bad scale). */
 ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
                                  attn_dtype src_dtype, size_t n, float scale);
@@ -596,18 +620,20 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
    the key and value memory huge pages (madvise(MADV_HUGEPAGE)) can make those reads faster
    (docs/PERF.md#huge-pages). */
 typedef struct attn_kv_cache {
-    void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each; may be one
-                              buffer (values that are the keys): read as two that hold the same */
+    void *key, *value;     /* [num_blocks][num_kv_heads][block_size][head_size] each (rows of
+                              attn_dtype_row_bytes(dtype, head_size) bytes); may be one buffer
+                              (values that are the keys): read as two that hold the same */
     int num_blocks;        /* >= 1 */
     int block_size;        /* tokens per block, >= 1 */
     int num_kv_heads;      /* Hk >= 1 */
     int head_size;         /* D, 1..ATTN_MAX_HEAD_SIZE */
-    attn_dtype dtype;      /* f32, f16, bf16, fp8 e4m3 or fp8 e5m2 */
-    float k_scale, v_scale;  /* read = stored * scale; 1 for non-fp8 dtypes */
+    attn_dtype dtype;      /* f32, f16, bf16, fp8 e4m3, fp8 e5m2, int8 or int4 */
+    float k_scale, v_scale;  /* read = stored * scale; 1 for non-fp8 dtypes (the integer
+                                caches' scales are in their rows) */
 } attn_kv_cache;
 
-/* Bytes of caller memory attn_kv_cache_init needs for one layer:
-   2 * align64(num_blocks * block_size * num_kv_heads * head_size * dtype_size) + 64, the 64
+/* Bytes of caller memory attn_kv_cache_init needs for one layer: 2 * align64(num_blocks *
+   block_size * num_kv_heads * attn_dtype_row_bytes(dtype, head_size)) + 64, the 64
    being alignment slack so that any pointer (malloc's included) works.
    Returns 0 for an invalid argument (a size < 1, head_size > ATTN_MAX_HEAD_SIZE, a bad dtype)
    or when the size does not fit a size_t. Thread-safe (pure). */
@@ -617,8 +643,9 @@ ATTNDEF size_t attn_kv_cache_bytes(int num_blocks, int block_size, int num_kv_he
 /* Lays out one layer's cache in mem: key at the first 64-byte boundary of mem, value at the next
    64-byte boundary after it. The memory's contents are not touched (blocks are undefined until
    written, and the caller's first touch decides NUMA placement); only *cache is written.
-   k_scale / v_scale: fp8 dequantization scales, finite and > 0, or 0 meaning 1; for f32, f16
-   and bf16 they must be 1 (or 0), since those dtypes store values unscaled. The struct stores
+   k_scale / v_scale: fp8 dequantization scales, finite and > 0, or 0 meaning 1; for f32, f16,
+   bf16, int8 and int4 they must be 1 (or 0): the first three store values unscaled, the
+   integer caches a scale a group in their rows (attn_dtype_row_bytes). The struct stores
    1 for a 0.
    Returns ATTN_ERR_INVALID_ARG (NULL cache or mem, a size < 1, head_size > ATTN_MAX_HEAD_SIZE,
    bad dtype or scale, size overflow) or ATTN_ERR_WORKSPACE_TOO_SMALL (bytes below
@@ -628,14 +655,16 @@ ATTNDEF attn_status attn_kv_cache_init(attn_kv_cache *cache, int num_blocks, int
                                        float k_scale, float v_scale, void *mem, size_t bytes);
 
 /* vLLM's view of the cache tensor: shape = {2, num_blocks, block_size*num_kv_heads*head_size}
-   ([0] = key, [1] = value). A NULL cache gives {0, 0, 0}; a NULL shape does nothing. */
+   ([0] = key, [1] = value); for the integer caches, whose elements are rows of codes and scales,
+   shape[2] counts bytes: block_size*num_kv_heads*attn_dtype_row_bytes(dtype, head_size). A NULL
+   cache gives {0, 0, 0}; a NULL shape does nothing. */
 ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]);
 
 /* Sizing helpers for a whole model (num_layers caches of the same shape). Pure, thread-safe;
    each returns 0 for invalid arguments (sizes < 1, bad dtype, overflow).
 
    attn_kv_block_bytes: payload bytes of ONE block id over the whole model, K and V of every
-   layer: num_layers * 2 * block_size * num_kv_heads * head_size * dtype_size (vLLM's
+   layer: num_layers * 2 * block_size * num_kv_heads * attn_dtype_row_bytes(dtype, head_size) (vLLM's
    CacheEngine.get_cache_block_size; no alignment slack). */
 ATTNDEF size_t attn_kv_block_bytes(int num_layers, int block_size, int num_kv_heads,
                                    int head_size, attn_dtype dtype);
@@ -1296,6 +1325,9 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 
 /* ---------------------------------------------------------------------------------------------
    [C] Portability. */
+#define ATTN__SIZE_MAX ((size_t)-1)
+#define ATTN__INT_MAX 0x7fffffff
+#define ATTN__INT64_MAX ((int64_t)0x7fffffffffffffffLL)
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN__PRIVATE static __attribute__((unused))
 /* The kernels' helpers are inlined by force where the compiler optimises: their loops unroll
@@ -1625,13 +1657,19 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
    FP8       caches only, stored as RNE-saturate(x / scale) and read as stored * scale: encoded
              element by element, decoded two vectors at once in order (ATTN__VLOAD2_<U>), and by
              decode once for all the heads of a group, as its decode costs more than the loads
-             of queries or accumulators that it would save. */
+             of queries or accumulators that it would save.
+   INT       caches only, rows of groups of codes with a scale each (attn_dtype_row_bytes): the
+             row is the unit of every conversion (attn__to_f32 and attn__from_f32 take a whole
+             row); the element columns of the list are the codes' (attn__i8_code_to_f32, ...);
+             decode reads the rows as f32 copies. */
 #define ATTN__DT_ACTIVATION 1
 #define ATTN__DT_EVEN_ODD 2
 #define ATTN__DT_FP8 4
+#define ATTN__DT_INT 8
 #define ATTN__DTC_PLAIN ATTN__DT_ACTIVATION
 #define ATTN__DTC_EVEN_ODD (ATTN__DT_ACTIVATION | ATTN__DT_EVEN_ODD)
 #define ATTN__DTC_FP8 ATTN__DT_FP8
+#define ATTN__DTC_INT ATTN__DT_INT
 /* Whether decode has kernel instances of their own for the FP8 class (ATTN_NO_FP8_KERNELS);
    ATTN__KERNELS_<class>(a, b) is a where a class has them, else b. */
 #ifdef ATTN_NO_FP8_KERNELS
@@ -1643,10 +1681,11 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
 #endif
 #define ATTN__KERNELS_PLAIN(a, b) a
 #define ATTN__KERNELS_EVEN_ODD(a, b) a
+#define ATTN__KERNELS_INT(a, b) b
 
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype) {
 #define ATTN__DTYPE_SIZE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
-    case name: return sizeof(type);
+    case name: return ATTN__DTC_##cls & ATTN__DT_INT ? 0 : sizeof(type);
     switch (dtype) {
         ATTN__DTYPE_LIST(ATTN__DTYPE_SIZE)
         case ATTN_DTYPE_COUNT: break;
@@ -1682,7 +1721,30 @@ ATTN__PRIVATE int attn__is_activation_dtype(attn_dtype dt) {
 #define ATTN__DTYPE_FLAG ATTN__DT_EVEN_ODD
 ATTN__PRIVATE int attn__is_even_odd(attn_dtype dt) { return 0 ATTN__DTYPE_LIST(ATTN__DTYPE_HAS); }
 #undef ATTN__DTYPE_FLAG
+#define ATTN__DTYPE_FLAG ATTN__DT_INT
+ATTN__PRIVATE int attn__is_int(attn_dtype dt) { return 0 ATTN__DTYPE_LIST(ATTN__DTYPE_HAS); }
+#undef ATTN__DTYPE_FLAG
 #undef ATTN__DTYPE_HAS
+
+/* The integer caches' rows (attn_dtype_row_bytes): groups of ATTN__INT_GROUP elements, group g
+   at g * attn__int_group_bytes, its bf16 scale and then its codes. */
+#define ATTN__INT_GROUP 32
+ATTN__PRIVATE int64_t attn__int_groups(int64_t n) { return (n + ATTN__INT_GROUP - 1) / ATTN__INT_GROUP; }
+ATTN__PRIVATE size_t attn__int_group_bytes(attn_dtype dt) {
+    return 2 + (dt == ATTN_INT4 ? ATTN__INT_GROUP / 2 : ATTN__INT_GROUP);
+}
+
+ATTNDEF size_t attn_dtype_row_bytes(attn_dtype dtype, int64_t n) {
+    size_t esz = attn_dtype_size(dtype);
+    if (n < 1 || n > (int64_t)(ATTN__SIZE_MAX / 64)) return 0;  /* no product below can wrap */
+    if (esz) return (size_t)n * esz;
+    if (!attn__is_int(dtype)) return 0;
+    if (dtype == ATTN_INT8) return (size_t)n + 2 * (size_t)attn__int_groups(n);
+    return (size_t)attn__int_groups(n) * attn__int_group_bytes(dtype);
+}
+
+/* Whether dt is an attn_dtype. */
+ATTN__PRIVATE int attn__dtype_ok(attn_dtype dt) { return attn_dtype_row_bytes(dt, 1) != 0; }
 
 /* v >> shift, rounded to nearest even. */
 ATTN__PRIVATE uint32_t attn__shift_rne(uint32_t v, int shift) {
@@ -1817,6 +1879,67 @@ static const uint8_t attn__e5m2_bf16_bytes[2][128] = {
 /* The f32 row of ATTN__DTYPE_LIST: its decode and encode. */
 ATTN__PRIVATE float attn__f32_to_f32(float x) { return x; }
 
+/* The integer rows' codes (ATTN__DTC_INT): an int8 code, and an int4 code in a byte's low nibble
+   (4-bit two's complement), to f32 (unscaled), and x (already divided by the scale) to a code:
+   nearest even, saturated to +-127 or +-7 (x is finite: attn__int_group_quantize). */
+ATTN__PRIVATE float attn__i8_code_to_f32(int8_t c) { return (float)c; }
+ATTN__PRIVATE float attn__i4_code_to_f32(uint8_t b) { return (float)((int)((b & 15u) ^ 8u) - 8); }
+ATTN__PRIVATE int attn__int_code(float x, int most) {
+    float r = x - remainderf(x, 1.0f);  /* RNE to an integer (remainderf rounds halves to even) */
+    return r > (float)most ? most : r < (float)-most ? -most : (int)r;
+}
+ATTN__PRIVATE int8_t attn__f32_to_i8_code(float x) { return (int8_t)attn__int_code(x, 127); }
+ATTN__PRIVATE uint8_t attn__f32_to_i4_code(float x) { return (uint8_t)(attn__int_code(x, 7) & 15); }
+
+/* Element i of a group's codes (after its scale), unscaled; the group's scale. */
+ATTN__PRIVATE float attn__int_code_at(const uint8_t *codes, attn_dtype dt, int i) {
+    if (dt == ATTN_INT8) return attn__i8_code_to_f32((int8_t)codes[i]);
+    return attn__i4_code_to_f32((uint8_t)(codes[i % 16] >> (i / 16 * 4)));
+}
+ATTN__PRIVATE float attn__int_scale_of(const void *group) {
+    const uint8_t *b = (const uint8_t *)group;
+    return attn_bf16_to_f32((uint16_t)(b[0] | b[1] << 8));
+}
+
+/* A group of m elements (1..32) from x: its scale and codes (attn_dtype_row_bytes). */
+ATTN__PRIVATE void attn__int_group_quantize(void *group, attn_dtype dt, const float *x, int m) {
+    uint8_t *scale_at = (uint8_t *)group, *codes = scale_at + 2;
+    float most = 0.0f, top = dt == ATTN_INT8 ? 127.0f : 7.0f;
+    int finite = 1, i;
+    for (i = 0; i < m; i++) {
+        finite &= isfinite(x[i]) != 0;
+        most = ATTN__MAX(most, fabsf(x[i]));
+    }
+    uint16_t sb = finite ? attn_f32_to_bf16(most / top) : 0x7fc0;  /* NaN: no finite code says it */
+    float scale = attn_bf16_to_f32(sb);
+    if (finite && most > 0.0f && scale == 0.0f) scale = attn_bf16_to_f32(sb = 1);  /* subnormal */
+    memset(codes, 0, dt == ATTN_INT8 ? (size_t)m : attn__int_group_bytes(dt) - 2);
+    for (i = 0; finite && scale > 0.0f && i < m; i++) {
+        float c = x[i] / scale;
+        if (dt == ATTN_INT8) codes[i] = (uint8_t)attn__f32_to_i8_code(c);
+        else codes[i % 16] |= (uint8_t)(attn__f32_to_i4_code(c) << (i / 16 * 4));
+    }
+    scale_at[0] = (uint8_t)(sb & 255);
+    scale_at[1] = (uint8_t)(sb >> 8);
+}
+
+/* A group's m elements (1..32) to f32, times mul (scalar: the specification the vector
+   conversions are tested against). */
+ATTN__PRIVATE void attn__int_group_to_f32(float *dst, const void *group, attn_dtype dt, int m,
+                                          float mul) {
+    const uint8_t *codes = (const uint8_t *)group + 2;
+    float scale = attn__int_scale_of(group) * mul;
+    for (int i = 0; i < m; i++) dst[i] = attn__int_code_at(codes, dt, i) * scale;
+}
+
+/* A row of n elements from x (attn_dtype_row_bytes). */
+ATTN__PRIVATE void attn__int_row_quantize(void *row, attn_dtype dt, const float *x, int64_t n) {
+    for (int64_t g = 0; g * ATTN__INT_GROUP < n; g++)
+        attn__int_group_quantize((char *)row + (size_t)g * attn__int_group_bytes(dt), dt,
+                                 x + g * ATTN__INT_GROUP,
+                                 (int)ATTN__MIN(n - g * ATTN__INT_GROUP, ATTN__INT_GROUP));
+}
+
 /* One element of any dtype to f32 (no scale). */
 ATTN__PRIVATE float attn__load_f32(const void *p, attn_dtype dt, size_t i) {
 #define ATTN__LOAD_F32(name, value, t, U, type, str, dec, enc, cls, fold)                         \
@@ -1935,6 +2058,7 @@ typedef struct attn__prefill_plan {
     int key_rows;                /* keys the scratch holds a step (attn__prefill_scratch_layout) */
     /* ... or the paged cache */
     const char *key_cache, *value_cache;
+    size_t kv_row_bytes;         /* a cache row: attn_dtype_row_bytes(kv_dtype, D) */
     float k_scale, v_scale;
     int block_size, max_blocks;
     const int32_t *block_tables, *seq_lens;
@@ -2077,9 +2201,10 @@ ATTN__PRIVATE ATTN__INLINE void attn__kv_row(const attn__prefill_plan *P, int se
         *vp = P->v + (size_t)(row * P->v_stride + (int64_t)g * P->D) * esz;
     } else {
         int64_t blk = P->block_tables[(int64_t)seq * P->max_blocks + j / P->block_size];
-        int64_t at = ((blk * P->Hk + g) * P->block_size + j % P->block_size) * P->D;
-        *kp = P->key_cache + (size_t)at * esz;
-        *vp = P->value_cache + (size_t)at * esz;
+        size_t at = (size_t)((blk * P->Hk + g) * P->block_size + j % P->block_size) *
+                    P->kv_row_bytes;
+        *kp = P->key_cache + at;
+        *vp = P->value_cache + at;
     }
 }
 
@@ -2128,6 +2253,7 @@ typedef struct attn__decode_plan {
     float *lse;
     const char *key_cache, *value_cache;
     attn_dtype kv_dtype; float k_scale, v_scale;
+    size_t kv_row_bytes;         /* a cache row: attn_dtype_row_bytes(kv_dtype, D) */
     int block_size, max_blocks;
     const int32_t *block_tables, *seq_lens;
     int num_seqs;
@@ -3001,32 +3127,67 @@ ATTN__PRIVATE float attn__scale(const attn_params *p) {
     return p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_size);
 }
 
+/* Elements [at, at + m) in dt at p (an element dtype, or an integer row, whose groups are 32
+   elements: at a multiple of 32) to f32 in buf, times mul; and back, from buf. */
+ATTN__PRIVATE void attn__convert_read(const attn__kernels *kern, float *buf, const void *p,
+                                      attn_dtype dt, size_t at, int m, float mul) {
+    if (!attn__is_int(dt)) {
+        kern->to_f32(buf, (const char *)p + at * attn_dtype_size(dt), dt, m, mul);
+        return;
+    }
+    for (int i = 0; i < m; i += ATTN__INT_GROUP)
+        attn__int_group_to_f32(buf + i, (const char *)p + (at + (size_t)i) / ATTN__INT_GROUP *
+                                                          attn__int_group_bytes(dt),
+                               dt, ATTN__MIN(m - i, ATTN__INT_GROUP), mul);
+}
+ATTN__PRIVATE void attn__convert_write(const attn__kernels *kern, void *p, attn_dtype dt,
+                                       size_t at, int m, float *buf, float div) {
+    if (div != 1.0f)
+        for (int i = 0; i < m; i++) buf[i] /= div;
+    if (attn__is_fp8(dt)) {
+        for (int i = 0; i < m; i++) attn__store_f32(p, dt, at + (size_t)i, buf[i]);
+    } else if (!attn__is_int(dt)) {
+        kern->from_f32((char *)p + at * attn_dtype_size(dt), dt, buf, m);
+    } else {
+        for (int i = 0; i < m; i += ATTN__INT_GROUP)
+            attn__int_group_quantize((char *)p + (at + (size_t)i) / ATTN__INT_GROUP *
+                                                 attn__int_group_bytes(dt),
+                                     dt, buf + i, ATTN__MIN(m - i, ATTN__INT_GROUP));
+    }
+}
+
 ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
                                  attn_dtype src_dtype, size_t n, float scale) {
-    ATTN__CHECK(attn_dtype_size(dst_dtype) && attn_dtype_size(src_dtype), ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(attn__dtype_ok(dst_dtype) && attn__dtype_ok(src_dtype), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(n == 0 || (dst && src), ATTN_ERR_INVALID_ARG);
     ATTN__CHECK(isfinite(scale) && scale >= 0.0f, ATTN_ERR_INVALID_ARG);
     if (scale == 0.0f) scale = 1.0f;
     ATTN__CHECK(scale == 1.0f || attn__is_fp8(dst_dtype) || attn__is_fp8(src_dtype),
                 ATTN_ERR_INVALID_ARG);
+    int ints = attn__is_int(dst_dtype) || attn__is_int(src_dtype);
+    /* an integer row's bytes must fit a size_t; in place only to its own dtype */
+    ATTN__CHECK(!ints || n == 0 || (n <= (size_t)ATTN__INT64_MAX &&
+                                    attn_dtype_row_bytes(dst_dtype, (int64_t)n) &&
+                                    attn_dtype_row_bytes(src_dtype, (int64_t)n)),
+                ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!ints || dst != src || dst_dtype == src_dtype, ATTN_ERR_INVALID_ARG);
+    if (ints && dst_dtype == src_dtype) {  /* an integer row to its own dtype: its bytes */
+        if (n) memmove(dst, src, attn_dtype_row_bytes(src_dtype, (int64_t)n));
+        return ATTN_OK;
+    }
     const attn__kernels *kern = attn__kernels_for(attn_best_isa());
     float buf[256];
     size_t ssz = attn_dtype_size(src_dtype), dsz = attn_dtype_size(dst_dtype);
     float read_scale = attn__is_fp8(src_dtype) ? scale : 1.0f;
     float write_div = attn__is_fp8(dst_dtype) ? scale : 1.0f;
     /* Chunks go through an f32 buffer; a same-pointer call with dsz > ssz must run backwards. */
-    int backwards = dsz > ssz && (const void *)dst == src;
+    int backwards = !ints && dsz > ssz && (const void *)dst == src;
     size_t chunks = (n + 255) / 256;
     for (size_t ci = 0; ci < chunks; ci++) {
         size_t c = backwards ? chunks - 1 - ci : ci, at = c * 256;
         int m = (int)ATTN__MIN((size_t)256, n - at);
-        kern->to_f32(buf, (const char *)src + at * ssz, src_dtype, m, read_scale);
-        if (write_div != 1.0f)
-            for (int i = 0; i < m; i++) buf[i] /= write_div;
-        if (attn__is_fp8(dst_dtype))
-            for (int i = 0; i < m; i++) attn__store_f32(dst, dst_dtype, at + (size_t)i, buf[i]);
-        else
-            kern->from_f32((char *)dst + at * dsz, dst_dtype, buf, m);
+        attn__convert_read(kern, buf, src, src_dtype, at, m, read_scale);
+        attn__convert_write(kern, dst, dst_dtype, at, m, buf, write_div);
     }
     return ATTN_OK;
 }
@@ -3398,6 +3559,7 @@ ATTN__PRIVATE attn_status attn__prefill_plan_fill(attn__prefill_plan *P, const a
         P->k_start = a->k_start;
         P->k_scale = P->v_scale = 1.0f;
     }
+    P->kv_row_bytes = attn_dtype_row_bytes(P->kv_dtype, P->D);
     /* the tile kernels: bf16 queries over bf16 keys and values or an fp8 cache (its values are
        exact in bf16; the scales go onto the scores and the outputs), D in whole 32-dim rows */
     P->tiles = c->tiles && P->q_dtype == ATTN_BF16 && P->D % 32 == 0 &&
@@ -3444,9 +3606,6 @@ ATTNDEF attn_status attn_sdpa(const attn_params *params, const attn_exec *exec, 
 
 /* ---------------------------------------------------------------------------------------------
    [N] Paged KV cache: sizes, layout, write, swap/copy. */
-#define ATTN__SIZE_MAX ((size_t)-1)
-#define ATTN__INT_MAX 0x7fffffff
-#define ATTN__INT64_MAX ((int64_t)0x7fffffffffffffffLL)
 
 /* *out = a * b; 0 when it overflows a size_t. */
 ATTN__PRIVATE int attn__mul_size(size_t a, size_t b, size_t *out) {
@@ -3458,12 +3617,12 @@ ATTN__PRIVATE int attn__mul_size(size_t a, size_t b, size_t *out) {
 /* Bytes of one block of the key (or the value) array, or 0 for an invalid shape or overflow. */
 ATTN__PRIVATE size_t attn__kv_block_half_bytes(int block_size, int num_kv_heads, int head_size,
                                                attn_dtype dtype) {
-    size_t esz = attn_dtype_size(dtype), n;
-    if (!esz || block_size < 1 || num_kv_heads < 1 || head_size < 1 ||
+    size_t row = attn_dtype_row_bytes(dtype, head_size), n;
+    if (!row || block_size < 1 || num_kv_heads < 1 || head_size < 1 ||
         head_size > ATTN_MAX_HEAD_SIZE)
         return 0;
     if (!attn__mul_size((size_t)block_size, (size_t)num_kv_heads, &n)) return 0;
-    if (!attn__mul_size(n, (size_t)head_size * esz, &n)) return 0;
+    if (!attn__mul_size(n, row, &n)) return 0;
     return n;
 }
 
@@ -3524,7 +3683,10 @@ ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]) {
     if (!shape) return;
     shape[0] = cache ? 2 : 0;
     shape[1] = cache ? cache->num_blocks : 0;
-    shape[2] = cache ? (int64_t)cache->block_size * cache->num_kv_heads * cache->head_size : 0;
+    shape[2] = cache ? (int64_t)cache->block_size * cache->num_kv_heads *
+                       (attn__is_int(cache->dtype)
+                                ? (int64_t)attn_dtype_row_bytes(cache->dtype, cache->head_size)
+                                : cache->head_size) : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -3615,7 +3777,7 @@ ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
     const attn__write_kv_ctx *w = (const attn__write_kv_ctx *)ctx;
     const attn_kv_cache *c = w->cache;
     int Hk = c->num_kv_heads, D = c->head_size, bs = c->block_size;
-    size_t cesz = attn_dtype_size(c->dtype);
+    size_t row = attn_dtype_row_bytes(c->dtype, D);
     size_t kesz = attn_dtype_size(w->key.dtype), vesz = attn_dtype_size(w->value.dtype);
     (void)thread;
     for (int t = 0; t < w->num_tokens; t++) {
@@ -3624,7 +3786,7 @@ ATTN__PRIVATE void attn__write_kv_task(void *ctx, int item, int thread) {
         int64_t blk = s / bs, off = s % bs;
         if (attn__block_owner(blk, w->num_items) != item) continue;
         for (int h = 0; h < Hk; h++) {
-            size_t at = (size_t)(((blk * Hk + h) * bs + off) * D) * cesz;
+            size_t at = (size_t)((blk * Hk + h) * bs + off) * row;
             size_t kat = (size_t)(t * w->key.stride + (int64_t)h * D) * kesz;
             size_t vat = (size_t)(t * w->value.stride + (int64_t)h * D) * vesz;
             attn__write_kv_row(w->kern, (char *)c->key + at, c->dtype, c->k_scale,
@@ -4667,6 +4829,7 @@ ATTN__PRIVATE attn_status attn__decode_plan_fill(attn__decode_plan *P, const att
     P->lse = a->lse;
     P->key_cache = (const char *)cache->key; P->value_cache = (const char *)cache->value;
     P->kv_dtype = cache->dtype; P->k_scale = cache->k_scale; P->v_scale = cache->v_scale;
+    P->kv_row_bytes = attn_dtype_row_bytes(cache->dtype, cache->head_size);
     P->block_size = cache->block_size; P->max_blocks = a->max_blocks;
     P->block_tables = a->tables; P->seq_lens = a->seq_lens; P->num_seqs = a->num_seqs;
     /* the logits on tiles over the caches whose values bf16 holds exactly, for the queries whose
@@ -5625,7 +5788,9 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
    [S] Vector layer.
    Each dtype of ATTN__DTYPE_LIST has, per ISA, ATTN__VLOAD_<U>(p): L elements as f32 (value /
    fold); PLAIN and EVEN_ODD dtypes ATTN__VSTORE_<U>(p, v) (rounded to nearest even); EVEN_ODD
-   and FP8 dtypes ATTN__VLOAD2_<U>(p, a, b), two vectors at once (see ATTN__DTC_PLAIN). */
+   and FP8 dtypes ATTN__VLOAD2_<U>(p, a, b), two vectors at once (see ATTN__DTC_PLAIN). The INT
+   dtypes' codes: ATTN__VLOAD_I8(p), L int8 codes, and ATTN__VLOAD2_I4(p, lo, hi), the low and
+   the high nibbles of L bytes, as f32 (exact; attn__int_row_to_f32 applies the scales). */
 /* A loop unrolled whole, so that the arrays it indexes stay in registers. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define ATTN__UNROLL _Pragma("GCC unroll 16")
@@ -5666,6 +5831,9 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
 #define ATTN__VSTORE_BF16(p, v) (*(p) = attn_f32_to_bf16(v))
 #define ATTN__VLOAD_E5M2(p) attn_fp8_e5m2_to_f32(*(p))
 #define ATTN__VLOAD_E4M3(p) (attn_fp8_e4m3_to_f32(*(p)) * (1.0f / 256.0f))  /* value / 256, exact */
+#define ATTN__VLOAD_I8(p) ((float)*(const int8_t *)(const void *)(p))
+#define ATTN__VLOAD2_I4(p, lo, hi)                                                                \
+    ((lo) = attn__i4_code_to_f32(*(p)), (hi) = attn__i4_code_to_f32((uint8_t)(*(p) >> 4)))
 #define ATTN__VTRANSUM(f, pairs) ((void)(pairs), (f)[0])  /* one key a lane: never in pairs */
 #define ATTN__VPAIR_SUMS(x, y) (x)  /* unused: one lane holds one key (one key a step) */
 #define ATTN__VTRANSPOSE(v) ((void)(v))
@@ -5723,6 +5891,9 @@ ATTNDEF attn_status attn_batch_build_checked(attn_batch *batch, attn_block_pool 
     attn__f16_pair__avx2(attn__e4m3_f16__avx2(attn__load16_u8__avx2(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
     attn__f16_pair__avx2(_mm256_slli_epi16(attn__load16_u8__avx2(p), 8), &(a), &(b))
+#define ATTN__VLOAD_I8(p)                                                                         \
+    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define ATTN__VLOAD2_I4(p, lo, hi) attn__i4_pair__avx2((p), &(lo), &(hi))
 #define ATTN__HAS_E4M3_FINITE 1  /* e4m3 decode without the NaN fix (attn__e4m3_has_nan__avx2) */
 #define ATTN__E4M3_HAS_NAN(p, n) attn__e4m3_has_nan__avx2((p), (n))
 #define ATTN__VLOAD_E4M3_FINITE(p)                                                                \
@@ -5795,6 +5966,12 @@ ATTN__PRIVATE ATTN__INLINE int attn__e4m3_has_nan__avx2(const void *p, size_t n)
 /* Sixteen bytes at p, one per 16-bit lane. */
 ATTN__PRIVATE ATTN__INLINE __m256i attn__load16_u8__avx2(const void *p) {
     return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
+/* L bytes of int4 codes: their low nibbles, then their high nibbles, as f32 (exact). */
+ATTN__PRIVATE ATTN__INLINE void attn__i4_pair__avx2(const void *p, __m256 *lo, __m256 *hi) {
+    __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    *lo = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(b, 28), 28));
+    *hi = _mm256_cvtepi32_ps(_mm256_srai_epi32(b, 4));
 }
 /* Sixteen f16 as two f32 vectors, in order. */
 ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx2(__m256i h, __m256 *a, __m256 *b) {
@@ -5945,6 +6122,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
     attn__f16_pair__avx512(attn__e4m3_f16__avx512(attn__load32_u8__avx512(p)), &(a), &(b))
 #define ATTN__VLOAD2_E5M2(p, a, b)                                                                 \
     attn__f16_pair__avx512(_mm512_slli_epi16(attn__load32_u8__avx512(p), 8), &(a), &(b))
+#define ATTN__VLOAD_I8(p)                                                                         \
+    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
+#define ATTN__VLOAD2_I4(p, lo, hi) attn__i4_pair__avx512((p), &(lo), &(hi))
 #ifdef ATTN__HAVE_E4M3_LUT
 #define ATTN__HAS_E4M3_LUT 1
 #define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
@@ -6048,6 +6228,12 @@ ATTN__PRIVATE ATTN__INLINE __m512i attn__e4m3_f16__avx512(__m512i w) {
 /* 32 bytes at p, one per 16-bit lane. */
 ATTN__PRIVATE ATTN__INLINE __m512i attn__load32_u8__avx512(const void *p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+}
+/* L bytes of int4 codes: their low nibbles, then their high nibbles, as f32 (exact). */
+ATTN__PRIVATE ATTN__INLINE void attn__i4_pair__avx512(const void *p, __m512 *lo, __m512 *hi) {
+    __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
+    *lo = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(b, 28), 28));
+    *hi = _mm512_cvtepi32_ps(_mm512_srai_epi32(b, 4));
 }
 /* 32 f16 as two f32 vectors, in order. */
 ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m512 *b) {
@@ -6263,6 +6449,8 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__avx512(uint16_t *p, __m512 v) 
     vcvt_f32_f16(vreinterpret_f16_u16(vshl_n_u16(attn__load4_u8__neon(p), 8)))
 #define ATTN__VLOAD_E4M3(p)                                                                       \
     vcvt_f32_f16(vreinterpret_f16_u16(attn__e4m3_f16__neon(attn__load4_u8__neon(p))))
+#define ATTN__VLOAD_I8(p) vcvtq_f32_s32(attn__load4_s8__neon(p))
+#define ATTN__VLOAD2_I4(p, lo, hi) attn__i4_pair__neon((p), &(lo), &(hi))
 #define ATTN__VTRANSUM(f, pairs)                                                                  \
     ((pairs) ? vpaddq_f32((f)[0], (f)[1])                                                         \
              : vpaddq_f32(vpaddq_f32((f)[0], (f)[1]), vpaddq_f32((f)[2], (f)[3])))
@@ -6301,6 +6489,19 @@ ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__load4_u8__neon(const uint8_t *p) {
     uint32_t x;
     memcpy(&x, p, 4);
     return vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(x))));
+}
+/* Four bytes, sign-extended. */
+ATTN__PRIVATE ATTN__INLINE int32x4_t attn__load4_s8__neon(const void *p) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(x)))));
+}
+/* L bytes of int4 codes: their low nibbles, then their high nibbles, as f32 (exact). */
+ATTN__PRIVATE ATTN__INLINE void attn__i4_pair__neon(const void *p, float32x4_t *lo,
+                                                    float32x4_t *hi) {
+    int32x4_t b = attn__load4_s8__neon(p);
+    *lo = vcvtq_f32_s32(vshrq_n_s32(vshlq_n_s32(b, 28), 28));
+    *hi = vcvtq_f32_s32(vshrq_n_s32(b, 4));
 }
 /* As attn__e4m3_f16__avx2, four codes. */
 ATTN__PRIVATE ATTN__INLINE uint16x4_t attn__e4m3_f16__neon(uint16x4_t w) {
@@ -6451,11 +6652,51 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__unfold)(ATTN__VF v, float fol
     return v;
 }
 
+/* Elements [e, e + 2L) of an integer group's codes (e a multiple of 2L) as f32, unscaled: int8
+   a vector of codes each; int4 the low nibbles of bytes [e, e + 2L) (e < 16) or the high ones of
+   bytes [e - 16, e - 16 + 2L), or with L = 16 the two nibbles of bytes [0, 16). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_codes2)(const uint8_t *codes, attn_dtype dt,
+                                                          int e, ATTN__VF *a, ATTN__VF *b) {
+    if (dt == ATTN_INT8) {
+        *a = ATTN__VLOAD_I8(codes + e);
+        *b = ATTN__VLOAD_I8(codes + e + ATTN__L);
+    } else if (2 * ATTN__L == ATTN__INT_GROUP) {
+        ATTN__VLOAD2_I4(codes, *a, *b);
+    } else {
+        ATTN__VF lo, hi;
+        ATTN__VLOAD2_I4(codes + e % 16, lo, hi);
+        *a = e < 16 ? lo : hi;
+        ATTN__VLOAD2_I4(codes + e % 16 + ATTN__L, lo, hi);
+        *b = e < 16 ? lo : hi;
+    }
+}
+
+/* A row of n elements of an integer cache (attn_dtype_row_bytes) as f32, times mul: whole groups
+   a pair of vectors at a time (bit-exact to attn__int_group_to_f32), a shorter last group by
+   it. */
+ATTN__PRIVATE void ATTN__FN(attn__int_row_to_f32)(float *ATTN_RESTRICT dst, const void *row,
+                                                  attn_dtype dt, int n, float mul) {
+    const size_t gb = attn__int_group_bytes(dt);
+    int g = 0;
+    for (; (g + 1) * ATTN__INT_GROUP <= n; g++) {
+        const uint8_t *group = (const uint8_t *)row + (size_t)g * gb;
+        ATTN__VF s = ATTN__VSET1(attn__int_scale_of(group) * mul), a, b;
+        for (int e = 0; e < ATTN__INT_GROUP; e += 2 * ATTN__L) {
+            ATTN__FN(attn__int_codes2)(group + 2, dt, e, &a, &b);
+            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e, ATTN__VMUL(a, s));
+            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e + ATTN__L, ATTN__VMUL(b, s));
+        }
+    }
+    if (g * ATTN__INT_GROUP < n)
+        attn__int_group_to_f32(dst + g * ATTN__INT_GROUP, (const char *)row + (size_t)g * gb, dt,
+                               n - g * ATTN__INT_GROUP, mul);
+}
+
 /* dst[i] = src[i] * scale as f32, for any dtype: the whole vectors through the dtype's vector
    loads (bit-exact to the scalar decoders), each through ATTN__TO_F32_OP, the rest element by
    element. The rows of a class (ATTN__TO_F32_<class>) from element i on; FP8 decodes pairs of
    vectors first, as the decode kernels read them, so the tests of this function cover both of
-   its loads. */
+   its loads; INT takes the whole row. */
 #define ATTN__TO_F32_PLAIN(one, two, fold, p)                                                     \
     for (; i + ATTN__L <= n; i += ATTN__L)                                                        \
         ATTN__VSTORE(dst + i, ATTN__TO_F32_OP(ATTN__FN(attn__unfold)(one((p) + i), (fold))))
@@ -6468,6 +6709,9 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__unfold)(ATTN__VF v, float fol
         ATTN__VSTORE(dst + i + ATTN__L, ATTN__TO_F32_OP(ATTN__FN(attn__unfold)(vb, (fold))));     \
     }                                                                                             \
     ATTN__TO_F32_PLAIN(one, two, fold, p)
+#define ATTN__TO_F32_INT(one, two, fold, p)                                                       \
+    ATTN__FN(attn__int_row_to_f32)(dst, (p), dt, n, scale);                                       \
+    i = n
 #define ATTN__TO_F32_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                      \
     case name:                                                                                    \
         ATTN__TO_F32_##cls(ATTN__VLOAD_##U, ATTN__VLOAD2_##U, fold, (const type *)src);           \
@@ -6501,14 +6745,17 @@ ATTN__PRIVATE void ATTN__FN(attn__to_f32)(float *ATTN_RESTRICT dst, const void *
 #undef ATTN__TO_F32_PLAIN
 #undef ATTN__TO_F32_EVEN_ODD
 #undef ATTN__TO_F32_FP8
+#undef ATTN__TO_F32_INT
 #undef ATTN__TO_F32_CASE
 
 /* dst[i] = src[i] rounded to dt (RNE; fp8 saturates, element by element): a class's whole
-   vectors (ATTN__FROM_F32_<class>) through the dtype's vector store, the rest one at a time. */
+   vectors (ATTN__FROM_F32_<class>) through the dtype's vector store, the rest one at a time; an
+   INT dtype's whole row (attn__int_row_quantize). */
 #define ATTN__FROM_F32_PLAIN(store, p)                                                            \
     for (; i + ATTN__L <= n; i += ATTN__L) store((p) + i, ATTN__VLOAD(src + i))
 #define ATTN__FROM_F32_EVEN_ODD ATTN__FROM_F32_PLAIN
 #define ATTN__FROM_F32_FP8(store, p) (void)0
+#define ATTN__FROM_F32_INT(store, p) (attn__int_row_quantize((p), dt, src, n), i = n)
 #define ATTN__FROM_F32_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                    \
     case name: ATTN__FROM_F32_##cls(ATTN__VSTORE_##U, (type *)dst); break;
 ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt,
@@ -6524,6 +6771,7 @@ ATTN__PRIVATE void ATTN__FN(attn__from_f32)(void *dst, attn_dtype dt,
 #undef ATTN__FROM_F32_PLAIN
 #undef ATTN__FROM_F32_EVEN_ODD
 #undef ATTN__FROM_F32_FP8
+#undef ATTN__FROM_F32_INT
 #undef ATTN__FROM_F32_CASE
 
 /* ---------------------------------------------------------------------------------------------
@@ -6920,7 +7168,7 @@ ATTN__PRIVATE int ATTN__FN(attn__block_masked)(const attn__prefill_plan *P, int6
 ATTN__PRIVATE void ATTN__FN(attn__prefetch_tile)(const attn__prefill_plan *P, int seq, int g,
                                                  int64_t k0,
                                                  int n) {
-    size_t bytes = (size_t)P->D * attn_dtype_size(P->kv_dtype);
+    size_t bytes = P->kv_row_bytes;
     for (int c = 0; c < n; c++) {
         const char *kp, *vp;
         attn__kv_row(P, seq, g, k0 + c, &kp, &vp);
@@ -7473,12 +7721,12 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 }
 
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS; the scalar pass, whose loads convert an
-   element at a time anyway, has the f32 kernels only). */
+   without kernels of its own (ATTN_NO_FP8_KERNELS, the integer caches; the scalar pass, whose
+   loads convert an element at a time anyway, has the f32 kernels only). */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
     if (P->D % (2 * ATTN__L) != 0) return 0;
     if (ATTN__L == 1) return P->kv_dtype == ATTN_F32;
-    return ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype);
+    return (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype)) && !attn__is_int(P->kv_dtype);
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -7533,8 +7781,7 @@ ATTN__PRIVATE float ATTN__FN(attn__decode_fold)(const attn__decode_plan *P, floa
 ATTN__PRIVATE const char *ATTN__FN(attn__decode_chunk_at)(const attn__decode_plan *P,
                                                           const char *cache,
                                                           int64_t blk, int g, int off) {
-    size_t esz = attn_dtype_size(P->kv_dtype);
-    return cache + (size_t)(((blk * P->Hk + g) * P->block_size + off) * P->D) * esz;
+    return cache + (size_t)((blk * P->Hk + g) * P->block_size + off) * P->kv_row_bytes;
 }
 
 /* Rows [off, off+n) of (block, kv head). */
@@ -7546,7 +7793,6 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
                                                                          float *tile) {
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
-    size_t esz = attn_dtype_size(P->kv_dtype);
     float mul = 1.0f;  /* rows read in place come as value / fold: the copies too */
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
@@ -7558,7 +7804,7 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     }
     for (int t = 0; t < n; t++) {  /* exact decode: the scale is folded elsewhere */
         float *row = tile + (size_t)t * Dv;
-        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->D * esz, P->kv_dtype, P->D, mul);
+        ATTN__FN(attn__to_f32)(row, base + (size_t)t * P->kv_row_bytes, P->kv_dtype, P->D, mul);
         for (int d = P->D; d < Dv; d++) row[d] = 0.0f;
     }
     r.base = tile; r.dt = ATTN_F32; r.stride = (size_t)Dv;
@@ -7596,7 +7842,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_piece_rows)(const attn__decode_plan *P,
                                                      const char **begin,
                                                      const char **end) {
     *begin = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, pc->off);
-    *end = *begin + (size_t)pc->n * P->D * attn_dtype_size(P->kv_dtype);
+    *end = *begin + (size_t)pc->n * P->kv_row_bytes;
 }
 
 /* The cursor over KV head g's rows of piece pc (none: NULL), nothing into L1 yet. */
@@ -7606,7 +7852,7 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
                                                                  int g) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
-    a.esz = attn_dtype_size(P->kv_dtype);
+    a.esz = attn__is_int(P->kv_dtype) ? 1 : attn_dtype_size(P->kv_dtype);  /* a pace: see above */
     a.heads = (size_t)P->G;
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
@@ -7618,7 +7864,11 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
 ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base, attn__format dt,
                                                                size_t i) {
 #define ATTN__LOAD_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                        \
-    case ATTN__FMT_##U: return ATTN__VLOAD_##U((const type *)base + i);
+    case ATTN__FMT_##U: return ATTN__LOAD1_##cls(ATTN__VLOAD_##U, (const type *)base + i);
+#define ATTN__LOAD1_PLAIN(one, p) one(p)
+#define ATTN__LOAD1_EVEN_ODD ATTN__LOAD1_PLAIN
+#define ATTN__LOAD1_FP8 ATTN__LOAD1_PLAIN
+#define ATTN__LOAD1_INT(one, p) ATTN__VZERO()  /* integer rows are read as f32 copies */
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD_CASE)
         case ATTN__FMT_E4M3_LUT: break;  /* read in pairs of vectors only (decode_load2) */
@@ -7630,6 +7880,10 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 #endif
     }
 #undef ATTN__LOAD_CASE
+#undef ATTN__LOAD1_PLAIN
+#undef ATTN__LOAD1_EVEN_ODD
+#undef ATTN__LOAD1_FP8
+#undef ATTN__LOAD1_INT
     return ATTN__VZERO();  /* not a format */
 }
 
@@ -7641,6 +7895,7 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
      *b = ATTN__FN(attn__decode_load)(base, fmt, i + ATTN__L))
 #define ATTN__LOAD2_EVEN_ODD(fmt, two, p) two((p), *a, *b)
 #define ATTN__LOAD2_FP8(fmt, two, p) two((p), *a, *b)
+#define ATTN__LOAD2_INT(fmt, two, p) (*a = *b = ATTN__VZERO())  /* read as f32 copies */
 #define ATTN__LOAD2_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
         ATTN__LOAD2_##cls(ATTN__FMT_##U, ATTN__VLOAD2_##U, (const type *)base + i);               \
@@ -7669,6 +7924,7 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_load2)(const void *base, a
 #undef ATTN__LOAD2_PLAIN
 #undef ATTN__LOAD2_EVEN_ODD
 #undef ATTN__LOAD2_FP8
+#undef ATTN__LOAD2_INT
 #undef ATTN__LOAD2_CASE
 
 /* Whether rows of format dt are fp8, whose decode costs more than its loads (a constant after
@@ -8284,7 +8540,7 @@ ATTN__PRIVATE const uint16_t *ATTN__FN(attn__decode_tile_rows)(const attn__decod
         return (const uint16_t *)(const void *)rows;
     for (int t = 0; t < ATTN__DECODE_CHUNK; t++) {
         uint16_t *to = sc->kt + (size_t)t * D;
-        const char *from = rows + (size_t)t * D * attn_dtype_size(P->kv_dtype);
+        const char *from = rows + (size_t)t * P->kv_row_bytes;
         if (t >= n) memset(to, 0, *row_bytes);
         else if (P->kv_dtype == ATTN_BF16) memcpy(to, from, *row_bytes);
         else ATTN__FN(attn__decode_tile_fp8)(to, from, P->kv_dtype, D, sc->tile);
@@ -8791,6 +9047,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD_E4M3
 #undef ATTN__VLOAD2_E4M3
 #undef ATTN__VLOAD2_E5M2
+#undef ATTN__VLOAD_I8
+#undef ATTN__VLOAD2_I4
 #undef ATTN__VTRANSUM
 #undef ATTN__VPAIR_SUMS
 #undef ATTN__VTRANSPOSE

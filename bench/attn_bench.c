@@ -669,10 +669,15 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* scale: fp8 storage scale (stored = x / scale); 1 for other dtypes. */
-static void fill_random(void *dst, attn_dtype dt, size_t n, uint64_t seed, float scale) {
-    const long chunk = 4096, nchunks = (long)((n + (size_t)chunk - 1) / (size_t)chunk);
-    size_t esz = attn_dtype_size(dt);
+/* n elements in rows of `row` (<= 4096; the integer dtypes' rows hold codes and scales,
+   attn_dtype_row_bytes, and are converted one at a time); scale: fp8 storage scale (stored =
+   x / scale), 1 for other dtypes. */
+static void fill_rows(void *dst, attn_dtype dt, size_t n, int row, uint64_t seed, float scale) {
+    const int whole = attn_dtype_size(dt) != 0;  /* element dtypes: a chunk is one conversion */
+    const long chunk = 4096 / row * row, nchunks = (long)((n + (size_t)chunk - 1) / (size_t)chunk);
+    const size_t step = whole ? (size_t)chunk : (size_t)row;
+    const size_t step_bytes = whole ? (size_t)chunk * attn_dtype_size(dt)
+                                    : attn_dtype_row_bytes(dt, row);
     long c;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
@@ -684,8 +689,13 @@ static void fill_random(void *dst, attn_dtype dt, size_t n, uint64_t seed, float
                len = n - begin < (size_t)chunk ? n - begin : (size_t)chunk;
         for (size_t i = 0; i < len; i++) tmp[i] =
                 (float)(splitmix(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-        attn_convert((char *)dst + begin * esz, dt, tmp, ATTN_F32, len, scale);
+        for (size_t at = 0; at < len; at += step)
+            attn_convert((char *)dst + (begin + at) / step * step_bytes, dt, tmp + at, ATTN_F32,
+                         len - at < step ? len - at : step, scale);
     }
+}
+static void fill_random(void *dst, attn_dtype dt, size_t n, uint64_t seed, float scale) {
+    fill_rows(dst, dt, n, 4096, seed, scale);
 }
 
 static int is_fp8(attn_dtype d) { return d == ATTN_FP8_E4M3 || d == ATTN_FP8_E5M2; }
@@ -856,8 +866,8 @@ static int paged_make(paged *P, int Hk, int D, int bs, int seqs, int len, attn_d
     if (attn_kv_cache_init(&P->cache, nb, bs, Hk, D, kv, scale, scale, P->mem,
                            bytes) != ATTN_OK) return 0;
     size_t elems = (size_t)nb * bs * Hk * D;
-    fill_random(P->cache.key, kv, elems, 4, scale);
-    fill_random(P->cache.value, kv, elems, 5, scale);
+    fill_rows(P->cache.key, kv, elems, D, 4, scale);
+    fill_rows(P->cache.value, kv, elems, D, 5, scale);
     shuffled_ids(P->tables, nb, 6);
     for (int s = 0; s < seqs; s++) P->lens[s] = len;
     return 1;
@@ -908,7 +918,7 @@ static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, 
                         attn_dtype kv,
                         int reps) {
     kvread_ctx x;
-    x.P = P; x.run = (size_t)Hk * bs * D * attn_dtype_size(kv); x.seqs = seqs; x.ctx = ctx;
+    x.P = P; x.run = (size_t)Hk * bs * attn_dtype_row_bytes(kv, D); x.seqs = seqs; x.ctx = ctx;
     x.bs = bs;
     if (x.run % 256) return;
     for (int ti = 0; ti < g.threads.n; ti++) {
@@ -932,7 +942,7 @@ static void kvread_rows(const paged *P, int H, int Hk, int D, int bs, int seqs, 
    values (at least one block) - from L2 or L3 rather than DRAM, the prefetches included. Its time
    is the arithmetic's own, beside the kv-read row's reads alone. NULL: out of memory. */
 static int32_t *decode_hot_tables(const paged *P, int Hk, int D, int bs, int seqs, attn_dtype kv) {
-    size_t run = (size_t)Hk * bs * D * attn_dtype_size(kv), n = (size_t)P->per_seq * seqs;
+    size_t run = (size_t)Hk * bs * attn_dtype_row_bytes(kv, D), n = (size_t)P->per_seq * seqs;
     size_t few = run ? (256u << 10) / run : 1;
     int32_t *t = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
     if (!t) return NULL;
@@ -1013,7 +1023,7 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                     double tokens = (double)seqs * ctx;
                     /* the bytes needed: a shared prefix's blocks once */
                     double read = shared ? prefix + (double)seqs * (ctx - prefix) : tokens;
-                    double bytes = read * Hk * D * 2 * (double)attn_dtype_size(kv),
+                    double bytes = read * Hk * 2 * (double)attn_dtype_row_bytes(kv, D),
                            flops = 4.0 * H * D * tokens;
                     double t_bw = limit_secs(bytes, r.bw_gbs),
                            t_fma = limit_secs(flops, r.peak_gflops);
@@ -1169,7 +1179,7 @@ static void bench_forward(int H, int Hk, int D, int bs, int seqs, int chunk, int
     x.md.max_blocks_per_seq = b.P.per_seq;
     double pre_flops = 4.0 * D * H * seqs * visible_pairs(chunk, prefix + chunk, 1);
     double dec_flops = 4.0 * H * D * (double)decodes * ctx;
-    double dec_bytes = (double)decodes * ctx * Hk * D * 2 * (double)attn_dtype_size(kv);
+    double dec_bytes = (double)decodes * ctx * Hk * 2 * (double)attn_dtype_row_bytes(kv, D);
     for (int di = 0; di < dtypes->n; di++) {
         attn_dtype dt = (attn_dtype)dtypes->v[di];
         size_t esz = attn_dtype_size(dt), nq = (size_t)b.tokens * H * D,
@@ -1229,7 +1239,7 @@ static void usage(FILE *f) {
         "(default auto)\n"
         "  --gemm X        native|onednn (onednn needs -DATTN_USE_ONEDNN -ldnnl)\n"
         "  --dtype L       activations: f32|f16|bf16 (default f32)\n"
-        "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2 (default f32)\n"
+        "  --kv-dtype L    cache: f32|f16|bf16|fp8_e4m3|fp8_e5m2|int8|int4 (default f32)\n"
         "  -H N, --hk N    query heads, KV heads (default 32, 8)\n"
         "  --gqa L         decode: model shapes by query heads per KV head G, for each G\n"
         "                  H = G x Hk with Hk 32 (G = 1), 16 (G = 2) or 8, and --seqs default\n"
@@ -1272,7 +1282,8 @@ static int parse_name(const char *s, const char *const *names, int n) {
 
 /* kind: 0 = int >= 1, 1 = activation/cache dtype, 2 = version, 3 = int >= 0 */
 static int parse_list(const char *arg, ilist *l, int kind) {
-    static const char *const dts[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"};
+    const char *dts[ATTN_DTYPE_COUNT];  /* attn_dtype_name of each, in enum order */
+    for (int i = 0; i < ATTN_DTYPE_COUNT; i++) dts[i] = attn_dtype_name((attn_dtype)i);
     static const char *const vers[] = {"auto", "v1", "v2"};
     char buf[512], *save = NULL;
     snprintf(buf, sizeof buf, "%s", arg);
@@ -1280,7 +1291,7 @@ static int parse_list(const char *arg, ilist *l, int kind) {
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int v;
         if (l->n == MAXL) return 0;
-        if (kind == 1) v = parse_name(tok, dts, 5);
+        if (kind == 1) v = parse_name(tok, dts, ATTN_DTYPE_COUNT);
         else if (kind == 2) v = parse_name(tok, vers, 3);
         else {
             char *end;
