@@ -1885,8 +1885,12 @@ ATTN__PRIVATE float attn__f32_to_f32(float x) { return x; }
 ATTN__PRIVATE float attn__i8_code_to_f32(int8_t c) { return (float)c; }
 ATTN__PRIVATE float attn__i4_code_to_f32(uint8_t b) { return (float)((int)((b & 15u) ^ 8u) - 8); }
 ATTN__PRIVATE int attn__int_code(float x, int most) {
-    float r = x - remainderf(x, 1.0f);  /* RNE to an integer (remainderf rounds halves to even) */
-    return r > (float)most ? most : r < (float)-most ? -most : (int)r;
+    if (x >= (float)most) return most;
+    if (x <= (float)-most) return -most;
+    /* |x| < 128: adding 1.5 * 2^23 leaves no fraction bits, so the sum rounds x to an integer,
+       to nearest even (the default rounding mode); subtracting it back is exact */
+    volatile float big = x + 12582912.0f;
+    return (int)(big - 12582912.0f);
 }
 ATTN__PRIVATE int8_t attn__f32_to_i8_code(float x) { return (int8_t)attn__int_code(x, 127); }
 ATTN__PRIVATE uint8_t attn__f32_to_i4_code(float x) { return (uint8_t)(attn__int_code(x, 7) & 15); }
@@ -6125,6 +6129,9 @@ ATTN__PRIVATE ATTN__INLINE void attn__pair_probs__avx2(float *dst, __m256 lo, __
 #define ATTN__VLOAD_I8(p)                                                                         \
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
 #define ATTN__VLOAD2_I4(p, lo, hi) attn__i4_pair__avx512((p), &(lo), &(hi))
+#define ATTN__VLOAD2_I4S(p, s, lo, hi) attn__i4_scaled__avx512((p), (s), &(lo), &(hi))
+#define ATTN__VSET1_BF16(p) attn__bf16_set1__avx512(p)
+#define ATTN__HAS_INT_IN_PLACE 1  /* decode reads integer rows in place (attn__decode_in_place) */
 #ifdef ATTN__HAVE_E4M3_LUT
 #define ATTN__HAS_E4M3_LUT 1
 #define ATTN__E4M3_LUT_READY() ((attn__cpu_flags() & ATTN__CPU_AVX512VBMI) != 0)
@@ -6234,6 +6241,23 @@ ATTN__PRIVATE ATTN__INLINE void attn__i4_pair__avx512(const void *p, __m512 *lo,
     __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
     *lo = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(b, 28), 28));
     *hi = _mm512_cvtepi32_ps(_mm512_srai_epi32(b, 4));
+}
+/* The same times s, through a table of the 16 codes times s that vpermps reads by each byte's
+   nibble (it takes an index's low 4 bits: no masking): two shuffles for the shifts and
+   conversions that would crowd port 0. The same products, exact. */
+ATTN__PRIVATE ATTN__INLINE void attn__i4_scaled__avx512(const void *p, __m512 s, __m512 *lo,
+                                                       __m512 *hi) {
+    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    __m512 t = _mm512_mul_ps(codes, s);
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    *lo = _mm512_permutexvar_ps(b, t);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
+}
+/* A bf16 at p (unaligned) in every lane as f32: a broadcast of the word, shifted up. */
+ATTN__PRIVATE ATTN__INLINE __m512 attn__bf16_set1__avx512(const void *p) {
+    uint16_t w;
+    memcpy(&w, p, sizeof w);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_set1_epi16((short)w), 16));
 }
 /* 32 f16 as two f32 vectors, in order. */
 ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m512 *b) {
@@ -6566,6 +6590,17 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #define ATTN__HAS_DECODE_TILES 1  /* decode on the tiles (attn__decode_tile_keys, _values) */
 #else
 #define ATTN__HAS_DECODE_TILES 0
+#endif
+#ifndef ATTN__HAS_INT_IN_PLACE  /* elsewhere through f32 copies: AVX2 in place gained 0-9% */
+#define ATTN__HAS_INT_IN_PLACE 0
+#endif
+#ifndef ATTN__VSET1_BF16  /* a bf16 at p (unaligned) in every lane as f32 */
+#define ATTN__VSET1_BF16(p) ATTN__VSET1(attn__int_scale_of(p))
+#endif
+#ifndef ATTN__VLOAD2_I4S  /* a whole int4 group's codes (L = 16) times s, where the ISA has a
+                             faster way than ATTN__VLOAD2_I4 and two products (AVX-512) */
+#define ATTN__VLOAD2_I4S(p, s, lo, hi)                                                            \
+    (ATTN__VLOAD2_I4((p), (lo), (hi)), (lo) = ATTN__VMUL((lo), (s)), (hi) = ATTN__VMUL((hi), (s)))
 #endif
 #ifndef ATTN__HAS_TILE_FP8_BF16  /* fp8 rows to bf16 in one pass (decode's tiles, AVX-512) */
 #define ATTN__HAS_TILE_FP8_BF16 0
@@ -7721,12 +7756,19 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 }
 
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
-   without kernels of its own (ATTN_NO_FP8_KERNELS, the integer caches; the scalar pass, whose
-   loads convert an element at a time anyway, has the f32 kernels only). */
+   without kernels of its own (ATTN_NO_FP8_KERNELS; the scalar pass, whose loads convert an
+   element at a time anyway, has the f32 kernels only). Integer rows only on AVX-512 and for one
+   query head a KV head (MHA), where decoding in registers saves the copies' stores and loads
+   (1.3x; AVX2 0-9%);
+   with more heads the copies are decoded once for all of them, not once per block of heads
+   (in place is 0.7-0.8x at eight), and only for D a multiple of 32 (attn__int_load2 finds a
+   group from the element's index): docs/PERF.md#decode-int. The same bits either way. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
     if (P->D % (2 * ATTN__L) != 0) return 0;
     if (ATTN__L == 1) return P->kv_dtype == ATTN_F32;
-    return (ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype)) && !attn__is_int(P->kv_dtype);
+    if (attn__is_int(P->kv_dtype))
+        return ATTN__HAS_INT_IN_PLACE && P->D % ATTN__INT_GROUP == 0 && P->G == 1;
+    return ATTN__FP8_KERNELS || !attn__is_fp8(P->kv_dtype);
 }
 
 /* Otherwise, bf16 K/V rows read in place come as pairs of vectors (attn__decode_load2): in each
@@ -7887,6 +7929,22 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
     return ATTN__VZERO();  /* not a format */
 }
 
+/* Elements [i, i + 2L) of integer rows read in place (rows of D a multiple of 32, one after the
+   other, so that element i's group is the (i / 32)th of the run: attn_dtype_row_bytes), scaled:
+   the exact values. */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_load2)(const void *base, attn_dtype dt,
+                                                         size_t i, ATTN__VF *a, ATTN__VF *b) {
+    const uint8_t *group = (const uint8_t *)base + i / ATTN__INT_GROUP * attn__int_group_bytes(dt);
+    ATTN__VF s = ATTN__VSET1_BF16(group);
+    if (dt == ATTN_INT4 && 2 * ATTN__L == ATTN__INT_GROUP) {
+        ATTN__VLOAD2_I4S(group + 2, s, *a, *b);
+        return;
+    }
+    ATTN__FN(attn__int_codes2)(group + 2, dt, (int)(i % ATTN__INT_GROUP), a, b);
+    *a = ATTN__VMUL(*a, s);
+    *b = ATTN__VMUL(*b, s);
+}
+
 /* The two vectors of elements [i, i + 2L) of a K/V row: as the class reads them
    (ATTN__LOAD2_<class>), PLAIN one at a time, EVEN_ODD paired (the even elements, then the odd
    ones: see attn__decode_pair_order), FP8 two at once in order. */
@@ -7895,7 +7953,8 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
      *b = ATTN__FN(attn__decode_load)(base, fmt, i + ATTN__L))
 #define ATTN__LOAD2_EVEN_ODD(fmt, two, p) two((p), *a, *b)
 #define ATTN__LOAD2_FP8(fmt, two, p) two((p), *a, *b)
-#define ATTN__LOAD2_INT(fmt, two, p) (*a = *b = ATTN__VZERO())  /* read as f32 copies */
+#define ATTN__LOAD2_INT(fmt, two, p)                                                              \
+    ATTN__FN(attn__int_load2)(base, (fmt) == ATTN__FMT_I4 ? ATTN_INT4 : ATTN_INT8, i, a, b)
 #define ATTN__LOAD2_CASE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
     case ATTN__FMT_##U:                                                                           \
         ATTN__LOAD2_##cls(ATTN__FMT_##U, ATTN__VLOAD2_##U, (const type *)base + i);               \
@@ -8336,17 +8395,19 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
    Blocks of two and eight are fp8's, whose decode the heads of a block share (f16, bf16 and f32
    rows take fours: docs/PERF.md#decode-design). Over fp8 rows a block's padded heads (past G)
    are skipped at run time, the block's width still a constant (attn__decode_live_heads): fp8's
-   decode is arithmetic-bound (docs/PERF.md#decode-design). The prefetch cursor goes in and
-   out by value, so its address never leaves the function and it lives in registers: vector
-   stores may alias anything, so by pointer each of its steps would be a load and a store in the
-   inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
+   decode is arithmetic-bound (docs/PERF.md#decode-design). Integer rows come in place for one
+   head only (attn__decode_in_place): their functions have blocks of one. The prefetch cursor
+   goes in and out by value, so its address never leaves the function and it lives in
+   registers: vector stores may alias anything, so by pointer each of its steps would be a load
+   and a store in the inner loops, a chain through memory (docs/PERF.md#decode-cursor). */
 ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,
     const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead cursor,
     attn__format dt) {
     attn__decode_ahead *ahead = &cursor;
     const int Dv = P->Dv, fp8 = ATTN__FN(attn__decode_fp8)(dt),
-              widths = ATTN__DECODE_WIDTHS & (fp8 ? ~0 : 1 | ATTN__HEAD_GROUP);
+              one = dt == ATTN__FMT_I8 || dt == ATTN__FMT_I4,
+              widths = ATTN__DECODE_WIDTHS & (fp8 ? ~0 : one ? 1 : 1 | ATTN__HEAD_GROUP);
     for (int h = 0, hb, na; h < P->G; h += hb) {
         hb = attn__decode_next_block(P->G, P->G - h, widths);
         na = attn__decode_live_heads(fp8, P->G - h);
@@ -8427,6 +8488,10 @@ ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_e4m3_lut, attn__decode
                       ATTN__FMT_E4M3_LUT)
 #endif
 #endif
+#if ATTN__HAS_INT_IN_PLACE
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_i8, attn__decode_chunk_dt, ATTN__FMT_I8)
+ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_i4, attn__decode_chunk_dt, ATTN__FMT_I4)
+#endif
 #if ATTN__HAS_DOT2
 ATTN__DECODE_CHUNK_OF(ATTN__DOT2_TARGET, attn__decode_pair_chunk_bf16, attn__decode_pair_chunk_dt,
                       ATTN__FMT_BF16)
@@ -8458,6 +8523,10 @@ ATTN__PRIVATE ATTN__FN(attn__decode_chunk_fn) ATTN__FN(attn__decode_chunk_for)(
 #if ATTN__L > 1
         case ATTN__FMT_F16: return ATTN__FN(attn__decode_chunk_f16);
         case ATTN__FMT_BF16: return ATTN__FN(attn__decode_chunk_bf16);
+#endif
+#if ATTN__HAS_INT_IN_PLACE
+        case ATTN__FMT_I8: return ATTN__FN(attn__decode_chunk_i8);
+        case ATTN__FMT_I4: return ATTN__FN(attn__decode_chunk_i4);
 #endif
 #if ATTN__FP8_KERNELS && ATTN__L > 1
         case ATTN__FMT_E4M3:
@@ -9049,6 +9118,8 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__VLOAD2_E5M2
 #undef ATTN__VLOAD_I8
 #undef ATTN__VLOAD2_I4
+#undef ATTN__VLOAD2_I4S
+#undef ATTN__VSET1_BF16
 #undef ATTN__VTRANSUM
 #undef ATTN__VPAIR_SUMS
 #undef ATTN__VTRANSPOSE
@@ -9061,6 +9132,7 @@ static const attn__kernels ATTN__FN(attn__table) = {
 #undef ATTN__PREFETCH_L2
 #undef ATTN__HAS_E4M3_LUT
 #undef ATTN__HAS_E4M3_FINITE
+#undef ATTN__HAS_INT_IN_PLACE
 #undef ATTN__HAS_DECODE_TILES
 #undef ATTN__HAS_TILE_FP8_BF16
 #undef ATTN__TILE_FP8_BF16
