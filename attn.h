@@ -6706,6 +6706,20 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_codes2)(const uint8_t *codes,
     }
 }
 
+/* The same times s (the group's scale, times any factor), from the group itself: code x scale,
+   exact for the scale alone (attn_dtype_row_bytes). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_scaled2)(const uint8_t *group, attn_dtype dt,
+                                                           int e, ATTN__VF s, ATTN__VF *a,
+                                                           ATTN__VF *b) {
+    if (dt == ATTN_INT4 && 2 * ATTN__L == ATTN__INT_GROUP) {
+        ATTN__VLOAD2_I4S(group + 2, s, *a, *b);
+        return;
+    }
+    ATTN__FN(attn__int_codes2)(group + 2, dt, e, a, b);
+    *a = ATTN__VMUL(*a, s);
+    *b = ATTN__VMUL(*b, s);
+}
+
 /* A row of n elements of an integer cache (attn_dtype_row_bytes) as f32, times mul: whole groups
    a pair of vectors at a time (bit-exact to attn__int_group_to_f32), a shorter last group by
    it. */
@@ -6715,11 +6729,12 @@ ATTN__PRIVATE void ATTN__FN(attn__int_row_to_f32)(float *ATTN_RESTRICT dst, cons
     int g = 0;
     for (; (g + 1) * ATTN__INT_GROUP <= n; g++) {
         const uint8_t *group = (const uint8_t *)row + (size_t)g * gb;
-        ATTN__VF s = ATTN__VSET1(attn__int_scale_of(group) * mul), a, b;
+        ATTN__VF s = ATTN__VSET1_BF16(group), a, b;
+        if (mul != 1.0f) s = ATTN__VMUL(s, ATTN__VSET1(mul));
         for (int e = 0; e < ATTN__INT_GROUP; e += 2 * ATTN__L) {
-            ATTN__FN(attn__int_codes2)(group + 2, dt, e, &a, &b);
-            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e, ATTN__VMUL(a, s));
-            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e + ATTN__L, ATTN__VMUL(b, s));
+            ATTN__FN(attn__int_scaled2)(group, dt, e, s, &a, &b);
+            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e, a);
+            ATTN__VSTORE(dst + g * ATTN__INT_GROUP + e + ATTN__L, b);
         }
     }
     if (g * ATTN__INT_GROUP < n)
@@ -7935,14 +7950,8 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_load2)(const void *base, attn_dtype dt,
                                                          size_t i, ATTN__VF *a, ATTN__VF *b) {
     const uint8_t *group = (const uint8_t *)base + i / ATTN__INT_GROUP * attn__int_group_bytes(dt);
-    ATTN__VF s = ATTN__VSET1_BF16(group);
-    if (dt == ATTN_INT4 && 2 * ATTN__L == ATTN__INT_GROUP) {
-        ATTN__VLOAD2_I4S(group + 2, s, *a, *b);
-        return;
-    }
-    ATTN__FN(attn__int_codes2)(group + 2, dt, (int)(i % ATTN__INT_GROUP), a, b);
-    *a = ATTN__VMUL(*a, s);
-    *b = ATTN__VMUL(*b, s);
+    ATTN__FN(attn__int_scaled2)(group, dt, (int)(i % ATTN__INT_GROUP), ATTN__VSET1_BF16(group), a,
+                                b);
 }
 
 /* The two vectors of elements [i, i + 2L) of a K/V row: as the class reads them
