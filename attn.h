@@ -1,4 +1,4 @@
-/* attn.h - v0.5.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.6.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -90,8 +90,11 @@
        (token, head), in scaled-logit units.
    PAGED KV CACHE
        Per layer: key and value arrays [num_blocks][num_kv_heads][block_size][head_size] in the
-       cache dtype (f32, f16, bf16, fp8 e4m3, fp8 e5m2). fp8 stores RNE-saturate(x / scale) and
-       reads stored * scale with the per-layer k_scale / v_scale. Token p of sequence s lives in
+       cache dtype (f32, f16, bf16, fp8 e4m3, fp8 e5m2, int8, int4). fp8 stores
+       RNE-saturate(x / scale) and reads stored * scale with the per-layer k_scale / v_scale.
+       int8 and int4 keep a bf16 scale for each 32 elements of a (token, KV head) row, chosen
+       at write time from their largest magnitude, inside the row (attn_dtype_row_bytes): 8.5
+       and 4.5 bits an element at head size 128, no per-layer scale. Token p of sequence s lives in
        slot block_tables[s][p / bs] * bs + p % bs. Slot mappings are int64; -1 = do not write.
        Kernels never read a slot at or past a sequence's length.
    MEMORY
@@ -155,7 +158,8 @@
    PRECISION
        Accumulation is f32 everywhere, and inputs are read exactly as stored: f32 and f16
        activations and every KV cache dtype are computed in f32 from the stored values (fp8
-       times its scale). exp() is within 2.1 ulp. What the caller chooses:
+       times its scale; int8 and int4 codes times their group's bf16 scale, a product exact in
+       f32, so an f32 query multiplies the cache's exact values). exp() is within 2.1 ulp. What the caller chooses:
        - exec.f32_probs = 1: f32 probabilities, exact products and f32 sums for every dtype,
          ISA and CPU (slower for bf16 inputs where the bf16 kernels below would run). Only on
          ATTN_ISA_AMX does decode still take its logits from the tiles (AMX), which flush
@@ -198,6 +202,11 @@
        A new dtype, mask or bias kind, or ISA: the checklists are in docs/EXTENDING.md.
 
    REVISION HISTORY
+       0.6.0  (2026-11-29)  integer KV caches ATTN_INT8 and ATTN_INT4: groups of 32 elements of a
+                            row with a bf16 scale each, in the row (attn_dtype_row_bytes, new),
+                            written by attn_write_kv and attn_convert, read by every kernel
+                            (exact dequantised values); attn_dtype_size is 0 for them and
+                            attn_kv_cache_shape counts their bytes. ATTN_DTYPE_COUNT is 7.
        0.5.0  (2026-11-29)  paged decode, lean: one kernel body per ISA and cache dtype, its
                             blocks of query heads (1, 2, 4, 8) and kernel family chosen once per
                             call: a third of the compiled code and under half the build time of
@@ -314,9 +323,9 @@
 #include <stdint.h>
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 5
+#define ATTN_VERSION_MINOR 6
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.5.0"
+#define ATTN_VERSION_STRING "0.6.0"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -361,7 +370,7 @@ ATTNDEF const char *attn_status_str(attn_status status);
    to detect a header/implementation mismatch. */
 ATTNDEF int attn_version(void);
 
-/* What the implementation was compiled with, e.g. "attn.h 0.5.0 isa=scalar,avx2,avx512,amx
+/* What the implementation was compiled with, e.g. "attn.h 0.6.0 isa=scalar,avx2,avx512,amx
    openmp=yes onednn=no decode_tiles=bf16" (GCC on x86-64, -fopenmp): the ISAs compiled in, by
    attn_isa_name ("amx(emulated...)" under ATTN_TILES_EMULATE), then " fp8_kernels=no" under
    ATTN_NO_FP8_KERNELS and decode_tiles=all under ATTN_DECODE_TILES. Static string. */
@@ -2829,15 +2838,16 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__block_masked attn__decode_ahead_of attn__decode_ahead_step attn__decode_chunk_at
        attn__decode_chunk_bf16 attn__decode_chunk_dt attn__decode_chunk_e4m3
        attn__decode_chunk_e4m3_lut attn__decode_chunk_e5m2 attn__decode_chunk_f16
-       attn__decode_chunk_f32 attn__decode_chunk_fn attn__decode_chunk_for attn__decode_dot2_keys
-       attn__decode_dot2_pv_cols attn__decode_dot2_pv_step attn__decode_dot2_row
-       attn__decode_dot2_values attn__decode_dot_keys attn__decode_even_odd attn__decode_fold
-       attn__decode_format attn__decode_fp8 attn__decode_in_place attn__decode_keys_paired
-       attn__decode_load attn__decode_load2 attn__decode_load_q attn__decode_logits
-       attn__decode_pair_chunk_bf16 attn__decode_pair_chunk_dt attn__decode_pair_chunk_fp8
-       attn__decode_pair_logits attn__decode_pair_order attn__decode_pair_values attn__decode_pairs
-       attn__decode_partition attn__decode_parts_store attn__decode_parts_zero attn__decode_pass
-       attn__decode_piece_rows attn__decode_probs_bf16 attn__decode_pv_cols_nv attn__decode_pv_key
+       attn__decode_chunk_f32 attn__decode_chunk_fn attn__decode_chunk_for attn__decode_chunk_i4
+       attn__decode_chunk_i8 attn__decode_dot2_keys attn__decode_dot2_pv_cols
+       attn__decode_dot2_pv_step attn__decode_dot2_row attn__decode_dot2_values
+       attn__decode_dot_keys attn__decode_even_odd attn__decode_fold attn__decode_format
+       attn__decode_fp8 attn__decode_in_place attn__decode_keys_paired attn__decode_load
+       attn__decode_load2 attn__decode_load_q attn__decode_logits attn__decode_pair_chunk_bf16
+       attn__decode_pair_chunk_dt attn__decode_pair_chunk_fp8 attn__decode_pair_logits
+       attn__decode_pair_order attn__decode_pair_values attn__decode_pairs attn__decode_partition
+       attn__decode_parts_store attn__decode_parts_zero attn__decode_pass attn__decode_piece_rows
+       attn__decode_probs_bf16 attn__decode_pv_cols_nv attn__decode_pv_key
        attn__decode_reduce_parts attn__decode_restore_order attn__decode_rows attn__decode_rows_of
        attn__decode_softmax attn__decode_softmax_heads attn__decode_tile_dots attn__decode_tile_fp8
        attn__decode_tile_fp8_tables attn__decode_tile_keys attn__decode_tile_logits
@@ -2845,15 +2855,16 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
        attn__decode_tile_values attn__decode_unpack_order attn__decode_values attn__dnnl_between
        attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
-       attn__load_outputs attn__load_queries attn__logits_of attn__pack_key_tiles
-       attn__pack_value_cols attn__pack_value_pairs attn__prefetch_tile attn__prefill_item
-       attn__prefill_item_dnnl attn__pv_dot2_micro attn__pv_micro attn__pv_tiles
-       attn__qk_dot2_micro attn__qk_micro attn__qk_tiles attn__rescale_of attn__rescale_outputs
-       attn__softmax_lanes attn__store_rows attn__table attn__tile_emu_dp attn__tile_emu_load
-       attn__tile_emu_store attn__tile_file attn__tile_operands attn__tile_outputs attn__tile_rows
-       attn__tile_rows16 attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step
-       attn__tile_values attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block
-       attn__unfold attn__vexp attn__vtanh */
+       attn__int_codes2 attn__int_load2 attn__int_row_to_f32 attn__int_scaled2 attn__load_outputs
+       attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
+       attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
+       attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
+       attn__qk_tiles attn__rescale_of attn__rescale_outputs attn__softmax_lanes attn__store_rows
+       attn__table attn__tile_emu_dp attn__tile_emu_load attn__tile_emu_store attn__tile_file
+       attn__tile_operands attn__tile_outputs attn__tile_rows attn__tile_rows16
+       attn__tile_rows_to_bf16 attn__tile_scores attn__tile_step attn__tile_values
+       attn__tiles_begin attn__tiles_end attn__to_f32 attn__transpose_block attn__unfold attn__vexp
+       attn__vtanh */
 
 /* The per-ISA kernel table. */
 typedef struct attn__kernels {
