@@ -1679,18 +1679,12 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
 #define ATTN__DTC_EVEN_ODD (ATTN__DT_ACTIVATION | ATTN__DT_EVEN_ODD)
 #define ATTN__DTC_FP8 ATTN__DT_FP8
 #define ATTN__DTC_INT ATTN__DT_INT
-/* Whether decode has kernel instances of their own for the FP8 class (ATTN_NO_FP8_KERNELS);
-   ATTN__KERNELS_<class>(a, b) is a where a class has them, else b. */
+/* Whether decode has kernel instances of their own for the FP8 class (ATTN_NO_FP8_KERNELS). */
 #ifdef ATTN_NO_FP8_KERNELS
 #define ATTN__FP8_KERNELS 0
-#define ATTN__KERNELS_FP8(a, b) b
 #else
 #define ATTN__FP8_KERNELS 1
-#define ATTN__KERNELS_FP8(a, b) a
 #endif
-#define ATTN__KERNELS_PLAIN(a, b) a
-#define ATTN__KERNELS_EVEN_ODD(a, b) a
-#define ATTN__KERNELS_INT(a, b) b
 
 ATTNDEF size_t attn_dtype_size(attn_dtype dtype) {
 #define ATTN__DTYPE_SIZE(name, value, t, U, type, str, dec, enc, cls, fold)                       \
