@@ -673,8 +673,8 @@ ATTNDEF void attn_kv_cache_shape(const attn_kv_cache *cache, int64_t shape[3]);
    each returns 0 for invalid arguments (sizes < 1, bad dtype, overflow).
 
    attn_kv_block_bytes: payload bytes of ONE block id over the whole model, K and V of every
-   layer: num_layers * 2 * block_size * num_kv_heads * attn_dtype_row_bytes(dtype, head_size) (vLLM's
-   CacheEngine.get_cache_block_size; no alignment slack). */
+   layer: num_layers * 2 * block_size * num_kv_heads * attn_dtype_row_bytes(dtype, head_size)
+   (vLLM's CacheEngine.get_cache_block_size; no alignment slack). */
 ATTNDEF size_t attn_kv_block_bytes(int num_layers, int block_size, int num_kv_heads,
                                    int head_size, attn_dtype dtype);
 /* attn_kv_blocks_for_bytes: the largest num_blocks such that num_layers caches of
@@ -1670,7 +1670,8 @@ ATTNDEF const char *attn_isa_name(attn_isa isa) {
    INT       caches only, rows of groups of codes with a scale each (attn_dtype_row_bytes): the
              row is the unit of every conversion (attn__to_f32 and attn__from_f32 take a whole
              row); the element columns of the list are the codes' (attn__i8_code_to_f32, ...);
-             decode reads the rows as f32 copies. */
+             decode reads the rows in place on AVX-512 for one head a KV head, else as f32
+             copies (attn__decode_in_place). */
 #define ATTN__DT_ACTIVATION 1
 #define ATTN__DT_EVEN_ODD 2
 #define ATTN__DT_FP8 4
@@ -1732,7 +1733,9 @@ ATTN__PRIVATE int attn__is_int(attn_dtype dt) { return 0 ATTN__DTYPE_LIST(ATTN__
 /* The integer caches' rows (attn_dtype_row_bytes): groups of ATTN__INT_GROUP elements, group g
    at g * attn__int_group_bytes, its bf16 scale and then its codes. */
 #define ATTN__INT_GROUP 32
-ATTN__PRIVATE int64_t attn__int_groups(int64_t n) { return (n + ATTN__INT_GROUP - 1) / ATTN__INT_GROUP; }
+ATTN__PRIVATE int64_t attn__int_groups(int64_t n) {
+    return (n + ATTN__INT_GROUP - 1) / ATTN__INT_GROUP;
+}
 ATTN__PRIVATE size_t attn__int_group_bytes(attn_dtype dt) {
     return 2 + (dt == ATTN_INT4 ? ATTN__INT_GROUP / 2 : ATTN__INT_GROUP);
 }
@@ -7779,10 +7782,10 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
    without kernels of its own (ATTN_NO_FP8_KERNELS; the scalar pass, whose loads convert an
    element at a time anyway, has the f32 kernels only). Integer rows only on AVX-512 and for one
    query head a KV head (MHA), where decoding in registers saves the copies' stores and loads
-   (1.3x; AVX2 0-9%);
-   with more heads the copies are decoded once for all of them, not once per block of heads
-   (in place is 0.7-0.8x at eight), and only for D a multiple of 32 (attn__int_load2 finds a
-   group from the element's index): docs/PERF.md#decode-int. The same bits either way. */
+   (1.3x; AVX2 gained 0-9%); with more heads the copies are decoded once for all of them, not
+   once per block of heads (in place is 0.7-0.8x at eight); and only for D a multiple of 32
+   (attn__int_load2 finds a group from the element's index): docs/PERF.md#decode-int. The
+   same bits either way. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
     if (P->D % (2 * ATTN__L) != 0) return 0;
     if (ATTN__L == 1) return P->kv_dtype == ATTN_F32;
@@ -7914,7 +7917,8 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
                                                                  int g) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
-    a.esz = attn__is_int(P->kv_dtype) ? 1 : attn_dtype_size(P->kv_dtype);  /* a pace: see above */
+    /* integer rows: a byte an element, near their pace (the cursor stops at its piece's end) */
+    a.esz = attn__is_int(P->kv_dtype) ? 1 : attn_dtype_size(P->kv_dtype);
     a.heads = (size_t)P->G;
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
@@ -7930,7 +7934,7 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__decode_load)(const void *base
 #define ATTN__LOAD1_PLAIN(one, p) one(p)
 #define ATTN__LOAD1_EVEN_ODD ATTN__LOAD1_PLAIN
 #define ATTN__LOAD1_FP8 ATTN__LOAD1_PLAIN
-#define ATTN__LOAD1_INT(one, p) ATTN__VZERO()  /* integer rows are read as f32 copies */
+#define ATTN__LOAD1_INT(one, p) ATTN__VZERO()  /* read in pairs of vectors only (decode_load2) */
     switch (dt) {
         ATTN__DTYPE_LIST(ATTN__LOAD_CASE)
         case ATTN__FMT_E4M3_LUT: break;  /* read in pairs of vectors only (decode_load2) */
