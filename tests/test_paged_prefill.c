@@ -75,8 +75,8 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     return fails;
 }
 
-/* Contexts and chunks of every size; over f32 caches, and over int8 and int4 ones (in turn)
-   with rows of a whole and a partial group (D = 40). */
+/* Contexts and chunks of every size; over f32 caches, and over int8 and int4 ones with rows of a
+   whole and a partial group (D = 40): half the pairs, every context and chunk size among them. */
 TEST(paged_prefill_contexts_and_chunks) {
     const int ctxs[] = {0, 1, 15, 700}, chunks[] = {1, 17, 512};
     int fails = 0;
@@ -85,8 +85,9 @@ TEST(paged_prefill_contexts_and_chunks) {
             for (int b = 0; b < 3; b++) {
                 int ctx[2] = {ctxs[a], ctxs[3 - a]}, chunk[2] = {chunks[b], chunks[2 - b]};
                 td_case c = td_base();
+                if (q && (a + b) % 2 == 0) continue;
                 c.num_seqs = 2; c.H = 4; c.Hk = 2; c.D = q ? 40 : 32;
-                if (q) c.kv_dt = (a + b) % 2 ? ATTN_INT8 : ATTN_INT4;
+                if (q) c.kv_dt = a < 2 ? ATTN_INT8 : ATTN_INT4;
                 fails += tp_check(c, ctx, chunk, 1, 2000 + (uint64_t)(q * 50 + a * 3 + b));
             }
     CHECK_EQ_INT(fails, 0);
