@@ -10,6 +10,8 @@ typedef struct td_case {
     int f32_out;                 /* 1: f32 output whatever act_dt is (sharper checks) */
     int f32_probs;               /* exec.f32_probs */
     int zero_q;                  /* 1: queries 0 (every path's logits the same) */
+    int spread;                  /* 1: each group of 32 elements of a row its own magnitude (the
+                                    values times 1/4, 1, 4 or 0, by row and group) */
     double atol;                 /* 0: tu_atol of the output dtype */
 } td_case;
 
@@ -123,6 +125,11 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
                 for (int e = 0; e < c->D; e++) {
                     kx[e] = attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale;
                     vx[e] = attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale;
+                    if (c->spread) {
+                        static const float mag[4] = {0.25f, 1.0f, 4.0f, 0.0f};
+                        kx[e] *= mag[(r + (size_t)e / 32) % 4];
+                        vx[e] *= mag[(r + (size_t)e / 32 + 1) % 4];
+                    }
                 }
                 td_store_row(c->kv_dt, d->cache.key, r, c->D, kx);
                 td_store_row(c->kv_dt, d->cache.value, r, c->D, vx);
@@ -376,6 +383,30 @@ TEST(decode_wide_head_groups) {
                 c.sinks = i % 3 == 0;
                 if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
                 fails += td_check(&c, 2000 + (uint64_t)(k * 64 + i * 8 + h));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* Integer rows whose groups differ: each group of 32 elements its own magnitude, 1/4, 1 or 4
+   times the others', or zeros (scale 0), by row and group, keys and values apart - so a kernel
+   that took one group's scale for another's, or a row's for its groups', is off the reference.
+   int8 and int4; head sizes of one group, a group and a part (40, 80: the part's scale its
+   own), four (128) and less than one (7); G = 1, 4, 8; block sizes 16 and 3; the bias options
+   in turn. */
+TEST(decode_int_groups_of_their_own_magnitudes) {
+    const int Ds[] = {32, 40, 80, 128, 7};
+    const int HHk[][2] = {{4, 4}, {8, 2}, {16, 2}};
+    int lens[4] = {700, 33, 1, 0}, fails = 0;
+    for (int kv = 0; kv < 2; kv++)
+        for (int i = 0; i < 5; i++)
+            for (int h = 0; h < 3; h++) {
+                td_case c = td_base();
+                c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
+                c.kv_dt = kv ? ATTN_INT4 : ATTN_INT8; c.act_dt = (attn_dtype)((i + h) % 3);
+                c.spread = 1; c.f32_out = 1; c.bs = (i + h) % 2 ? 3 : 16;
+                c.alibi = h == 1; c.sinks = i % 2; c.cap = h == 2 ? 20.0f : 0.0f;
+                c.window = i == 2 ? 300 : 0;
+                fails += td_check(&c, 2900 + (uint64_t)(kv * 64 + i * 8 + h));
             }
     CHECK_EQ_INT(fails, 0);
 }
@@ -1124,6 +1155,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype),                                         \
     ATTN_TEST_ENTRY(decode_one_and_two_heads_per_kv_head),                                         \
     ATTN_TEST_ENTRY(decode_wide_head_groups),                                                      \
+    ATTN_TEST_ENTRY(decode_int_groups_of_their_own_magnitudes),                                    \
     ATTN_TEST_ENTRY(decode_head_outputs_do_not_depend_on_the_group_size),                          \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \
