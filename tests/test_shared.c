@@ -191,8 +191,8 @@ TEST(shared_prefix_every_cache_dtype) {
 
 /* Groups of 2 to 32 sequences over three shared partitions, for G = 1, 4 and 8 query heads a
    KV head (a stacked pass holds 64 heads: 32 sequences of G = 4 take two, of G = 8 four); over
-   f32 caches, and over an int8 one (5 sequences of G = 4) and an int4 one (17 sequences of
-   G = 8: three stacks), rows of D = 40. */
+   f32 caches, and over an int8 one (2 sequences of G = 8) and an int4 one (5 sequences of
+   G = 4), rows of D = 40. */
 TEST(shared_prefix_group_sizes) {
     const int sizes[] = {2, 5, 17, 32}, Gs[] = {1, 4, 8};
     const attn_dtype kvs[] = {ATTN_F32, ATTN_INT8, ATTN_INT4};
@@ -203,7 +203,7 @@ TEST(shared_prefix_group_sizes) {
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 3; j++) {
                 tsp_case t;
-                if (k && (i != k || j != k)) continue;
+                if (k && (i != k - 1 || j != 3 - k)) continue;
                 t.c = td_base();
                 t.c.Hk = 2; t.c.H = 2 * Gs[j]; t.c.D = k ? 40 : 32; t.c.f32_out = 1;
                 t.c.kv_dt = kvs[k];
