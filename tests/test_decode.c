@@ -10,6 +10,8 @@ typedef struct td_case {
     int f32_out;                 /* 1: f32 output whatever act_dt is (sharper checks) */
     int f32_probs;               /* exec.f32_probs */
     int zero_q;                  /* 1: queries 0 (every path's logits the same) */
+    int spread;                  /* 1: each group of 32 elements of a row its own magnitude (the
+                                    values times 1/4, 1, 4 or 0, by row and group) */
     double atol;                 /* 0: tu_atol of the output dtype */
 } td_case;
 
@@ -40,9 +42,30 @@ static void td_store(attn_dtype dt, void *base, size_t i, float x) {
     }
 }
 
+/* Row r (of D elements) of a cache's keys or values set to x: the element dtypes element by
+   element (td_store), the integer ones as a whole row, quantised (attn_convert: one row). */
+static void td_store_row(attn_dtype dt, void *base, size_t r, int D, const float *x) {
+    if (attn__is_int(dt)) {
+        char *row = (char *)base + r * attn_dtype_row_bytes(dt, D);
+        if (attn_convert(row, dt, x, ATTN_F32, (size_t)D, 0.0f) != ATTN_OK) {
+            printf("  td_store_row: attn_convert to %s failed\n", attn_dtype_name(dt));
+            exit(2);
+        }
+        return;
+    }
+    for (int e = 0; e < D; e++) td_store(dt, base, r * (size_t)D + (size_t)e, x[e]);
+}
+
 /* KV slots of the cache (each of keys and values). */
 static size_t td_slots(const td_case *c, const td_data *d) {
     return (size_t)d->cache.num_blocks * c->bs * c->Hk * c->D;
+}
+/* Rows of D elements of the cache (each of keys and values), and their bytes. */
+static size_t td_rows(const td_case *c, const td_data *d) {
+    return (size_t)d->cache.num_blocks * c->bs * c->Hk;
+}
+static size_t td_cache_bytes(const td_case *c, const td_data *d) {
+    return td_rows(c, d) * attn_dtype_row_bytes(c->kv_dt, c->D);
 }
 
 static void td_reference(const td_case *c, td_data *d);
@@ -68,12 +91,19 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
         printf("  kv cache init failed\n");
         exit(2);
     }
-    size_t slots = td_slots(c, d);
+    size_t slots = td_slots(c, d), rows = td_rows(c, d);
+    float *kx = (float *)tu_alloc((size_t)c->D * 4), *vx = (float *)tu_alloc((size_t)c->D * 4);
     d->kf = (float *)tu_alloc(slots * 4);
     d->vf = (float *)tu_alloc(slots * 4);
-    for (size_t i = 0; i < slots; i++) {  /* NaN everywhere first: only written slots are valid */
-        td_store(c->kv_dt, d->cache.key, i, NAN);
-        td_store(c->kv_dt, d->cache.value, i, NAN);
+    for (int e = 0; e < c->D; e++) kx[e] = NAN;
+    for (size_t r = 0; r < rows; r++) {  /* NaN everywhere first: only written slots are valid
+                                            (an integer row of NaN has scale NaN: reads NaN) */
+        td_store_row(c->kv_dt, d->cache.key, r, c->D, kx);
+        td_store_row(c->kv_dt, d->cache.value, r, c->D, kx);
+    }
+    if (!isnan(ref_row_element(d->cache.key, c->kv_dt, c->D, slots - 1))) {
+        printf("  td_make: a poisoned %s slot reads as a number\n", attn_dtype_name(c->kv_dt));
+        exit(2);
     }
     int *perm = (int *)tu_alloc(sizeof(int) * (size_t)total_blocks);
     for (b = 0; b < total_blocks; b++) perm[b] = b;
@@ -90,21 +120,27 @@ static void td_make(const td_case *c, uint64_t seed, td_data *d) {
         for (int pos = 0; pos < c->lens[s]; pos++) {
             if (pos % c->bs == 0) d->tables[s * d->max_blocks + pos / c->bs] = perm[next++];
             int blk = d->tables[s * d->max_blocks + pos / c->bs];
-            for (int g = 0; g < c->Hk; g++)
+            for (int g = 0; g < c->Hk; g++) {
+                size_t r = ((size_t)blk * c->Hk + g) * c->bs + pos % c->bs;
                 for (int e = 0; e < c->D; e++) {
-                    size_t at = (((size_t)blk * c->Hk + g) * c->bs + pos % c->bs) * c->D + e;
-                    td_store(c->kv_dt, d->cache.key, at,
-                             attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale);
-                    td_store(c->kv_dt, d->cache.value, at,
-                             attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale);
+                    kx[e] = attn_test_rand_uniform(&rng, -1.5f, 1.5f) / c->k_scale;
+                    vx[e] = attn_test_rand_uniform(&rng, -1.0f, 1.0f) / c->v_scale;
+                    if (c->spread) {
+                        static const float mag[4] = {0.25f, 1.0f, 4.0f, 0.0f};
+                        kx[e] *= mag[(r + (size_t)e / 32) % 4];
+                        vx[e] *= mag[(r + (size_t)e / 32 + 1) % 4];
+                    }
                 }
+                td_store_row(c->kv_dt, d->cache.key, r, c->D, kx);
+                td_store_row(c->kv_dt, d->cache.value, r, c->D, vx);
+            }
         }
     }
-    for (size_t i = 0; i < slots; i++) {
-        d->kf[i] = ref_element(d->cache.key, c->kv_dt, i) * c->k_scale;
-        d->vf[i] = ref_element(d->cache.value, c->kv_dt, i) * c->v_scale;
+    for (size_t i = 0; i < slots; i++) {  /* what the cache holds, dequantized */
+        d->kf[i] = ref_row_element(d->cache.key, c->kv_dt, c->D, i) * c->k_scale;
+        d->vf[i] = ref_row_element(d->cache.value, c->kv_dt, c->D, i) * c->v_scale;
     }
-    free(perm);
+    free(perm); free(kx); free(vx);
     size_t nq = (size_t)c->num_seqs * c->H * c->D + 1;
     d->q = tu_alloc(nq * 4); d->qf = (float *)tu_alloc(nq * 4);
     tu_fill(&rng, c->act_dt, d->q, d->qf, nq, -1.5f, 1.5f);
@@ -136,7 +172,7 @@ static void td_reference(const td_case *c, td_data *d) {
 
 /* Values made a copy of the keys, for runs with the two as one buffer. */
 static void td_values_equal_keys(const td_case *c, td_data *d) {
-    memcpy(d->cache.value, d->cache.key, td_slots(c, d) * attn_dtype_size(c->kv_dt));
+    memcpy(d->cache.value, d->cache.key, td_cache_bytes(c, d));
 }
 
 static void td_free(td_data *d) {
@@ -219,48 +255,69 @@ static td_case td_base(void) {
     return c;
 }
 
+/* Every block size against lengths around blocks and partitions; over an f32 cache, and over
+   int8 and int4 caches with rows of a whole and a partial group (D = 40), their longest
+   sequence 2100 (five partitions) instead of 9000. */
 TEST(decode_lengths_and_block_sizes) {
     const int bss[] = {1, 8, 16, 32, 128};
+    const attn_dtype kvs[] = {ATTN_F32, ATTN_INT8, ATTN_INT4};
     int fails = 0;
-    for (int b = 0; b < 5; b++) {
-        int bs = bss[b];
-        int lens[10] = {0, 1, bs > 1 ? bs - 1 : 2, bs, bs + 1, 511, 512, 513, 1024 + 7, 9000};
-        td_case c = td_base();
-        c.bs = bs; c.num_seqs = 10; c.lens = lens; c.H = 4; c.Hk = 2; c.D = 32;
-        fails += td_check(&c, 1000 + (uint64_t)b);
-    }
-    CHECK_EQ_INT(fails, 0);
-}
-
-TEST(decode_head_sizes_and_gqa_ratios) {
-    const int Ds[] = {1, 8, 32, 64, 80, 96, 112, 128, 192, 256, 512};
-    int lens[3] = {700, 33, 1}, fails = 0;
-    for (int i = 0; i < 11; i++)
-        for (int hk = 8; hk >= 1; hk /= 2) {
+    for (int k = 0; k < 3; k++)
+        for (int b = 0; b < 5; b++) {
+            int bs = bss[b];
+            int lens[10] = {0, 1, bs > 1 ? bs - 1 : 2, bs, bs + 1, 511, 512, 513, 1024 + 7,
+                            k ? 2100 : 9000};
             td_case c = td_base();
-            c.H = 8; c.Hk = hk; c.D = Ds[i]; c.num_seqs = 3; c.lens = lens;
-            if (Ds[i] >= 192 && hk != 2) continue;
-            fails += td_check(&c, 1100 + (uint64_t)i * 10 + (uint64_t)hk);
+            c.bs = bs; c.num_seqs = 10; c.lens = lens; c.H = 4; c.Hk = 2; c.D = k ? 40 : 32;
+            c.kv_dt = kvs[k];
+            fails += td_check(&c, 1000 + (uint64_t)(k * 16 + b));
         }
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Head sizes and G = 1, 2, 4, 8 query heads a KV head; over f32 caches, and over int8 and
+   int4 ones with head sizes of whole groups of 32 and not (1, 7, 40, 80: a last group short),
+   each head size with two of the ratios (1 and 4, or 2 and 8, in turn; 192 and 512 over f32
+   only). */
+TEST(decode_head_sizes_and_gqa_ratios) {
+    const int Ds[] = {1, 8, 32, 64, 80, 96, 112, 128, 192, 256, 512, 7, 40};
+    int lens[3] = {700, 33, 1}, fails = 0;
+    for (int kv = 0; kv < 3; kv++)
+        for (int i = 0; i < 13; i++)
+            for (int hk = 8; hk >= 1; hk /= 2) {
+                td_case c = td_base();
+                c.H = 8; c.Hk = hk; c.D = Ds[i]; c.num_seqs = 3; c.lens = lens;
+                c.kv_dt = kv == 0 ? ATTN_F32 : kv == 1 ? ATTN_INT8 : ATTN_INT4;
+                if (Ds[i] >= 192 && hk != 2) continue;
+                if (kv == 0 && i >= 11) continue;  /* 7 and 40: the integer caches' */
+                if (kv && (Ds[i] == 192 || Ds[i] == 512)) continue;  /* keep it quick */
+                if (kv && (hk == 1 || hk == 4) != (i % 2 == 0)) continue;
+                fails += td_check(&c, 1100 + (uint64_t)(kv * 200 + i * 10 + hk));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
+/* Windows, ALiBi, soft cap and sinks in every combination over an f32 cache; over an int8 cache
+   (windows 0, 3, 600) or an int4 one (1, 16, 100000), every other combination. */
 TEST(decode_every_bias_option) {
     const int windows[] = {0, 1, 3, 16, 600, 100000};
     int lens[4] = {1100, 5, 513, 0}, fails = 0;
     for (int w = 0; w < 6; w++)
-        for (int opt = 0; opt < 8; opt++) {
-            td_case c = td_base();
-            c.num_seqs = 4; c.lens = lens; c.window = windows[w];
-            c.alibi = opt & 1; c.cap = (opt & 2) ? 3.0f : 0.0f; c.sinks = (opt >> 2) & 1;
-            fails += td_check(&c, 1200 + (uint64_t)(w * 8 + opt));
-        }
+        for (int opt = 0; opt < 8; opt++)
+            for (int q = 0; q < 2; q++) {
+                td_case c = td_base();
+                c.num_seqs = 4; c.lens = lens; c.window = windows[w];
+                c.alibi = opt & 1; c.cap = (opt & 2) ? 3.0f : 0.0f; c.sinks = (opt >> 2) & 1;
+                if (q && (w + opt) % 2) continue;
+                if (q) c.kv_dt = w % 2 ? ATTN_INT4 : ATTN_INT8;
+                fails += td_check(&c, 1200 + (uint64_t)(q * 100 + w * 8 + opt));
+            }
     CHECK_EQ_INT(fails, 0);
 }
 
 TEST(decode_every_kv_and_activation_dtype) {
     int lens[3] = {600, 17, 64}, fails = 0;
-    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+    for (int kv = ATTN_F32; kv <= ATTN_INT4; kv++)
         for (int act = ATTN_F32; act <= ATTN_BF16; act++) {
             td_case c = td_base();
             c.num_seqs = 3; c.lens = lens; c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)act;
@@ -276,16 +333,18 @@ TEST(decode_every_kv_and_activation_dtype) {
    decoded once for both), three padded to a block of four (zero queries, whose logits nothing
    reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
    40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
-   multiple of two vectors), the bias options. */
+   multiple of two vectors), the bias options; the int8 and int4 caches on the head sizes below
+   128 but 8. */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 40, 80, 128, 256, 4, 64, 8};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
     int lens[4] = {1100, 33, 1, 0}, fails = 0;
-    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+    for (int kv = ATTN_F32; kv <= ATTN_INT4; kv++)
         for (int i = 0; i < 8; i++)
             for (int h = 0; h < 4; h++) {
                 td_case c = td_base();
                 if (i >= 4 && h >= 2) continue;  /* the added widths: G = 1 and 2 */
+                if (attn__is_int((attn_dtype)kv) && (Ds[i] >= 128 || Ds[i] == 8)) continue;
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)((i + h) % 3);
                 c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 2 ? 3.0f : 0.0f;
@@ -301,19 +360,22 @@ TEST(decode_one_and_two_heads_per_kv_head) {
    the ISA has them (AVX-512, NEON), each key and value vector decoded once for the eight, and
    the rest in fours, twos and ones (five as 4 + 1, six as 4 + 2, seven padded to eight, twelve
    as 8 + 4); otherwise, and over the other dtypes, in fours and ones (three padded to four). Head sizes that are not whole pairs of vectors (40, 48 with AVX-512) go
-   through the f32 copies: checked here all the same, with every ratio. */
+   through the f32 copies: checked here all the same, with every ratio. The int8 and int4
+   caches on head sizes of half a group, of a whole and a half (40) and two and a half (80). */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
     /* G = 8, 12, 16, 8, 5, 6, 3 */
     const int HHk[][2] = {{8, 1}, {24, 2}, {32, 2}, {64, 8}, {10, 2}, {48, 8}, {24, 8}};
-    const attn_dtype kvs[] = {ATTN_F16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F32, ATTN_BF16};
+    const attn_dtype kvs[] = {ATTN_F16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F32, ATTN_BF16,
+                              ATTN_INT8, ATTN_INT4};
     int lens[4] = {700, 33, 1, 0}, fails = 0;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 7; k++)
         for (int i = 0; i < 8; i++)
             for (int h = 0; h < 7; h++) {
                 td_case c = td_base();
                 /* keep the big heads quick: 256 for G = 12, and for G = 3 with f32 queries */
                 if (Ds[i] == 256 && h != 1 && h != 6) continue;
+                if (attn__is_int(kvs[k]) && Ds[i] != 16 && Ds[i] != 80 && Ds[i] != 40) continue;
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h) % 3);
                 c.alibi = i % 2; c.window = h == 1 ? 100 : 0;
@@ -325,25 +387,52 @@ TEST(decode_wide_head_groups) {
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Integer rows whose groups differ: each group of 32 elements its own magnitude, 1/4, 1 or 4
+   times the others', or zeros (scale 0), by row and group, keys and values apart - so a kernel
+   that took one group's scale for another's, or a row's for its groups', is off the reference.
+   int8 and int4; head sizes of one group, a group and a part (40, 80: the part's scale its
+   own), four (128) and less than one (7); G = 1, 4, 8; block sizes 16 and 3; the bias options
+   in turn. */
+TEST(decode_int_groups_of_their_own_magnitudes) {
+    const int Ds[] = {32, 40, 80, 128, 7};
+    const int HHk[][2] = {{4, 4}, {8, 2}, {16, 2}};
+    int lens[4] = {700, 33, 1, 0}, fails = 0;
+    for (int kv = 0; kv < 2; kv++)
+        for (int i = 0; i < 5; i++)
+            for (int h = 0; h < 3; h++) {
+                td_case c = td_base();
+                c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
+                c.kv_dt = kv ? ATTN_INT4 : ATTN_INT8; c.act_dt = (attn_dtype)((i + h) % 3);
+                c.spread = 1; c.f32_out = 1; c.bs = (i + h) % 2 ? 3 : 16;
+                c.alibi = h == 1; c.sinks = i % 2; c.cap = h == 2 ? 20.0f : 0.0f;
+                c.window = i == 2 ? 300 : 0;
+                fails += td_check(&c, 2900 + (uint64_t)(kv * 64 + i * 8 + h));
+            }
+    CHECK_EQ_INT(fails, 0);
+}
+
 /* A head's output does not depend on how many query heads share its KV head: each G runs as its
    own sequence of blocks of one, two, four or eight heads (attn__decode_next_block), and each
    head's sums are the same whatever its block.
    G = 1..15 against the first G query heads of each KV head of a G = 16 run (same queries, same
-   cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes. */
+   cache), bitwise, outputs and lse, on every ISA, every KV dtype, two head sizes (the integer
+   caches: 40 beside 64 and 128, a row's last group short). */
 TEST(decode_head_outputs_do_not_depend_on_the_group_size) {
-    const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
-    const int Ds[] = {64, 128}, GB = 16;
+    const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2,
+                              ATTN_INT8, ATTN_INT4};
+    const int Ds[] = {64, 128, 40}, GB = 16;
     int lens[3] = {600, 17, 1}, fails = 0;
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
-    for (int k = 0; k < 5; k++)
-        for (int i = 0; i < 2; i++) {
+    for (int k = 0; k < 7; k++)
+        for (int i = 0; i < 3; i++) {
             td_case c = td_base();
             td_data d;
+            if (i == 2 && !attn__is_int(kvs[k])) continue;
             c.H = GB * 2; c.Hk = 2; c.D = Ds[i]; c.num_seqs = 3; c.lens = lens;
             c.kv_dt = kvs[k]; c.f32_out = 1;
             if (attn__is_fp8(c.kv_dt)) { c.k_scale = 0.01f; c.v_scale = 0.004f; }
-            td_make(&c, 7100 + (uint64_t)(k * 2 + i), &d);
+            td_make(&c, 7100 + (uint64_t)(i < 2 ? k * 2 + i : 50 + k), &d);
             size_t row = (size_t)c.D, n_lse = (size_t)c.num_seqs * c.H, n_big = n_lse * row;
             float *big = (float *)tu_alloc(n_big * 4), *out = (float *)tu_alloc(n_big * 4);
             float *q = (float *)tu_alloc(n_big * 4), *lse_big = (float *)tu_alloc(n_lse * 4);
@@ -580,8 +669,8 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
    openmp configuration) f32 and f16 queries too, split in three bf16 terms, and from G = 4; the
    other cases run the vector kernels. G = 4, 8, 12, 16, 24 (one to five column tiles of five
    heads, four at a time), 1 to 8 steps of 32 dims, block sizes that give whole
-   chunks read in place (16, 32) and partial ones copied (3, 1), the bias options; f16 and f32
-   caches and G = 3 beside them take the vector kernels. f32 outputs, the vector kernels'
+   chunks read in place (16, 32) and partial ones copied (3, 1), the bias options; f16, f32, int8
+   and int4 caches and G = 3 beside them take the vector kernels. f32 outputs, the vector kernels'
    tolerance, but for bf16 queries over bf16 and fp8 caches: beside real tiles (an AVX-512 BF16
    table) they take the pair kernels' value pass, so half their cases run with f32_probs (the
    f32 value pass, the tight tolerance) and half with the probabilities rounded to bf16, to the
@@ -592,11 +681,12 @@ TEST(decode_fp8_pairs_decode_every_code_exactly) {
 TEST(decode_logits_on_tiles) {
     const int Ds[] = {32, 64, 96, 128, 256}, bss[] = {16, 3, 32, 1};
     const int HHk[][2] = {{8, 2}, {16, 2}, {24, 2}, {32, 2}, {48, 2}, {4, 1}, {6, 2}};
-    const attn_dtype kvs[] = {ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F16, ATTN_F32};
+    const attn_dtype kvs[] = {ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_F16, ATTN_F32,
+                              ATTN_INT8, ATTN_INT4};
     attn_isa amx = ATTN_ISA_AMX;
     int lens[4] = {1100, 33, 1, 0}, fails = 0;
     if (!attn_isa_supported(ATTN_ISA_AMX)) SKIP(TU_NO_TILES);
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 7; k++)
         for (int i = 0; i < 5; i++)
             for (int h = 0; h < 7; h++) {
                 td_case c = td_base();
@@ -850,16 +940,17 @@ TEST(decode_tile_queries_sum_to_the_query) {
 #endif
 }
 
-/* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise). */
-TEST(decode_alone_equals_in_batch_of_64) {
+/* A sequence decoded alone equals the same sequence inside a batch of 64 (bitwise), over a
+   cache of dtype kv. */
+static void td_alone_equals_in_batch(attn_dtype kv, uint64_t seed) {
     int lens[64];
     uint64_t rng = 77;
     for (int i = 0; i < 64; i++) lens[i] = attn_test_rand_int(&rng, 0, 1500);
     lens[20] = 1234;
     td_case c = td_base();
-    c.num_seqs = 64; c.lens = lens; c.kv_dt = ATTN_BF16; c.alibi = 1; c.sinks = 1;
+    c.num_seqs = 64; c.lens = lens; c.kv_dt = kv; c.alibi = 1; c.sinks = 1;
     td_data d;
-    td_make(&c, 1400, &d);
+    td_make(&c, seed, &d);
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas_tiles(isas);  /* with ATTN_ISA_AMX: decode's logits on tiles (G = 4) */
     size_t row = (size_t)c.H * c.D;
@@ -880,34 +971,45 @@ TEST(decode_alone_equals_in_batch_of_64) {
     td_free(&d);
 }
 
+/* over bf16 and int4 (int8 in determinism_paged_threads_pools_permutations) */
+TEST(decode_alone_equals_in_batch_of_64) {
+    td_alone_equals_in_batch(ATTN_BF16, 1400);
+    td_alone_equals_in_batch(ATTN_INT4, 1402);
+}
+
 /* Keys and values may be one buffer (attention with V = K): the same bits as two buffers
    holding the same data. (The passes once told keys from values by their buffers' addresses,
    and went round forever when the two were one.) */
 TEST(decode_keys_and_values_may_share_a_buffer) {
+    const attn_dtype kvs[] = {ATTN_F16, ATTN_INT8, ATTN_INT4};  /* int: rows of D = 40 */
     int lens[3] = {1, 700, 1300};
-    td_case c = td_base();
-    c.num_seqs = 3; c.lens = lens; c.kv_dt = ATTN_F16; c.H = 8; c.Hk = 4;
-    td_data d;
-    td_make(&c, 1500, &d);
-    td_values_equal_keys(&c, &d);
-    void *separate = d.cache.value;
-    attn_isa isas[ATTN_ISA_COUNT];
-    int n_isa = tu_isas(isas);
-    size_t n_out = (size_t)c.num_seqs * c.H * c.D;
-    float *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
-    for (int k = 0; k < n_isa; k++)
-        for (int t = 1; t <= 2; t++) {
-            attn_exec e = tu_exec(isas[k], t);
-            attn_paged_version ver = t == 1 ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
-            d.cache.value = separate;
-            REQUIRE(td_run(&c, &d, &e, ver, a, NULL) == ATTN_OK);
-            d.cache.value = d.cache.key;
-            CHECK_STATUS(td_run(&c, &d, &e, ver, b, NULL), ATTN_OK);
-            CHECK_BITEQ(a, b, n_out * 4);
-        }
-    d.cache.value = separate;
-    free(a); free(b);
-    td_free(&d);
+    for (int kv = 0; kv < 3; kv++) {
+        td_case c = td_base();
+        c.num_seqs = 3; c.lens = lens; c.kv_dt = kvs[kv]; c.H = 8; c.Hk = 4;
+        if (kv) c.D = 40;
+        td_data d;
+        td_make(&c, 1500 + (uint64_t)(kv ? 10 + kv : 0), &d);
+        td_values_equal_keys(&c, &d);
+        void *separate = d.cache.value;
+        attn_isa isas[ATTN_ISA_COUNT];
+        int n_isa = tu_isas(isas);
+        size_t n_out = (size_t)c.num_seqs * c.H * c.D;
+        float *a = (float *)tu_alloc(n_out * 4), *b = (float *)tu_alloc(n_out * 4);
+        for (int k = 0; k < n_isa; k++)
+            for (int t = 1; t <= 2; t++) {
+                attn_exec e = tu_exec(isas[k], t);
+                attn_paged_version ver = t == 1 ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
+                d.cache.value = separate;
+                REQUIRE(td_run(&c, &d, &e, ver, a, NULL) == ATTN_OK);
+                d.cache.value = d.cache.key;
+                CHECK_STATUS(td_run(&c, &d, &e, ver, b, NULL), ATTN_OK);
+                CHECK_MSG(!memcmp(a, b, n_out * 4), "kv=%s isa=%s threads=%d: one buffer and "
+                          "two differ", attn_dtype_name(c.kv_dt), attn_isa_name(isas[k]), t);
+            }
+        d.cache.value = separate;
+        free(a); free(b);
+        td_free(&d);
+    }
 }
 
 TEST(decode_version_rule_matches_vllm) {
@@ -1053,6 +1155,7 @@ TEST(decode_vector_fp8_matches_scalar_all_codes) {
     ATTN_TEST_ENTRY(decode_every_kv_and_activation_dtype),                                         \
     ATTN_TEST_ENTRY(decode_one_and_two_heads_per_kv_head),                                         \
     ATTN_TEST_ENTRY(decode_wide_head_groups),                                                      \
+    ATTN_TEST_ENTRY(decode_int_groups_of_their_own_magnitudes),                                    \
     ATTN_TEST_ENTRY(decode_head_outputs_do_not_depend_on_the_group_size),                          \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels),                                                     \
     ATTN_TEST_ENTRY(decode_bf16_pair_kernels_are_taken),                                           \

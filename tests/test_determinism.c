@@ -171,11 +171,11 @@ TEST(determinism_sdpa_threads_pools_permutations) {
 
 /* ---- the paged kernels ---------------------------------------------------------------------- */
 /* Prefill chunks (op 0) or decodes (op 1..3: v1, v2, auto) over td_make's cache (shuffled
-   blocks, NaN in unused slots), alone and with the sequences permuted. */
-static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, uint64_t seed) {
+   blocks, NaN in unused slots; rows of D elements), alone and with the sequences permuted. */
+static int tdt_paged(int op, attn_isa isa, attn_dtype kv, attn_dtype act, int D, uint64_t seed) {
     static const int lens[TDT_SEQS] = {600, 1, 37, 1100, 64}, chunk[TDT_SEQS] = {5, 1, 9, 2, 7};
     td_case c = td_base();
-    c.num_seqs = TDT_SEQS; c.lens = lens; c.kv_dt = kv; c.act_dt = act; c.H = 8; c.Hk = 2; c.D = 64;
+    c.num_seqs = TDT_SEQS; c.lens = lens; c.kv_dt = kv; c.act_dt = act; c.H = 8; c.Hk = 2; c.D = D;
     c.alibi = 1; c.sinks = 1;
     if (attn__is_fp8(kv)) { c.k_scale = 0.02f; c.v_scale = 0.01f; }
     td_data d;
@@ -258,25 +258,30 @@ TEST(determinism_paged_threads_pools_permutations) {
     int n_isa = tu_isas_tiles(isas), fails = 0;  /* ATTN_ISA_AMX: prefill and decode on tiles */
     /* each ISA runs prefill, decode v1 and decode v2, each on another of the three cache /
        activation pairs (rotating with the ISA: every ISA meets every pair); AUTO only picks
-       v1 or v2 */
+       v1 or v2. And each over an int8 or an int4 cache (D = 40 and 80: a last group short; in
+       turn, every ISA meets both) with f32, f16 or bf16 queries (rotating with ISA and op). */
     for (int k = 0; k < n_isa; k++)
         for (int op = 0; op < 3; op++) {
             uint64_t seed = 5100 + (uint64_t)(k * 10 + op);
+            attn_dtype act = (attn_dtype)((op + k) % 3);
             switch ((op + k) % 3) {
-                case 0: fails += tdt_paged(op, isas[k], ATTN_F32, ATTN_F32, seed); break;
-                case 1: fails += tdt_paged(op, isas[k], ATTN_BF16, ATTN_BF16, seed); break;
-                default: fails += tdt_paged(op, isas[k], ATTN_FP8_E4M3, ATTN_F16, seed); break;
+                case 0: fails += tdt_paged(op, isas[k], ATTN_F32, ATTN_F32, 64, seed); break;
+                case 1: fails += tdt_paged(op, isas[k], ATTN_BF16, ATTN_BF16, 64, seed); break;
+                default: fails += tdt_paged(op, isas[k], ATTN_FP8_E4M3, ATTN_F16, 64, seed); break;
             }
+            if ((op + k) % 2) fails += tdt_paged(op, isas[k], ATTN_INT8, act, 40, seed + 1000);
+            else fails += tdt_paged(op, isas[k], ATTN_INT4, act, 80, seed + 2000);
         }
     CHECK_EQ_INT(fails, 0);
 }
 
 /* ---- attn_write_kv with duplicate slots, and attn_forward ------------------------------------ */
-TEST(determinism_write_kv_and_forward) {
-    enum { H = 4, HK = 2, D = 24, BS = 4, NB = 40, T = 300 };
+/* Over a cache of dtype kv, rows of D elements; the number of differences. */
+static int tdt_write_kv_and_forward(attn_dtype kv, int D, uint64_t seed) {
+    enum { H = 4, HK = 2, BS = 4, NB = 40, T = 300 };
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
-    uint64_t rng = 5400;
+    uint64_t rng = seed;
     float *kf = (float *)tu_alloc(sizeof(float) * T * HK * D),
            *vf = (float *)tu_alloc(sizeof(float) * T * HK * D);
     int64_t slots[T];
@@ -284,12 +289,15 @@ TEST(determinism_write_kv_and_forward) {
     tu_fill(&rng, ATTN_F32, vf, vf, (size_t)T * HK * D, -1, 1);
     /* many duplicates */
     for (int t = 0; t < T; t++) slots[t] = attn_test_rand_int(&rng, -1, NB * BS / 3);
-    size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, ATTN_BF16);
+    size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, kv);
     void *m1 = tu_alloc(cbytes), *m2 = tu_alloc(cbytes);
     attn_kv_cache c1, c2;
-    REQUIRE(attn_kv_cache_init(&c1, NB, BS, HK, D, ATTN_BF16, 1, 1, m1, cbytes) == ATTN_OK);
-    REQUIRE(attn_kv_cache_init(&c2, NB, BS, HK, D, ATTN_BF16, 1, 1, m2, cbytes) == ATTN_OK);
-    size_t arr = (size_t)NB * BS * HK * D * 2;
+    if (attn_kv_cache_init(&c1, NB, BS, HK, D, kv, 1, 1, m1, cbytes) != ATTN_OK ||
+        attn_kv_cache_init(&c2, NB, BS, HK, D, kv, 1, 1, m2, cbytes) != ATTN_OK) {
+        printf("  kv cache init failed\n");
+        exit(2);
+    }
+    size_t arr = (size_t)NB * BS * HK * attn_dtype_row_bytes(kv, D);
     attn_rows rk = {kf, ATTN_F32, 0}, rv = {vf, ATTN_F32, 0};
     for (int k = 0; k < n_isa; k++) {
         attn_exec e1 = tu_exec(isas[k], 1), execs[12];
@@ -302,12 +310,12 @@ TEST(determinism_write_kv_and_forward) {
             fails += memcmp(c1.key, c2.key, arr) != 0 || memcmp(c1.value, c2.value, arr) != 0;
         }
     }
-    if (fails) printf("  write_kv: %d differences\n", fails);
+    if (fails) printf("  write_kv %s: %d differences\n", attn_dtype_name(kv), fails);
     /* forward: two chunks over prefixes in the cache just written, and three decodes */
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;
     attn_layer L;
-    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+    fails += attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK;
     int32_t qsl[3] = {0, 7, 12}, ctx[2] = {20, 9}, lens[5] = {27, 14, 30, 1, 17}, tables[5 * 8];
     int64_t wslots[15];
     for (int i = 0; i < 5 * 8; i++) tables[i] = (i * 13 + 5) % NB;
@@ -347,9 +355,17 @@ TEST(determinism_write_kv_and_forward) {
             fails += memcmp(c1.key, base_k, arr) != 0 || memcmp(c1.value, base_v, arr) != 0;
         }
     }
-    CHECK_EQ_INT(fails, 0);
+    if (fails) printf("  %s: %d differences in all\n", attn_dtype_name(kv), fails);
     free(kf); free(vf); free(m1); free(m2); free(q); free(base); free(out);
     free(snap_k); free(snap_v); free(base_k); free(base_v);
+    return fails;
+}
+
+/* bf16 rows of 24; int8 and int4 rows of 40 and 24 (a whole and a short group, a short one) */
+TEST(determinism_write_kv_and_forward) {
+    CHECK_EQ_INT(tdt_write_kv_and_forward(ATTN_BF16, 24, 5400), 0);
+    CHECK_EQ_INT(tdt_write_kv_and_forward(ATTN_INT8, 40, 5401), 0);
+    CHECK_EQ_INT(tdt_write_kv_and_forward(ATTN_INT4, 24, 5402), 0);
     free(tdt_ws); tdt_ws = NULL; tdt_ws_bytes = 0;
 }
 

@@ -22,6 +22,22 @@ static float tf_round(attn_dtype dt, float x, float scale) {
     }
 }
 
+/* A row of TF_D elements x as the cache stores it, dequantized, into y: the element dtypes
+   element by element (tf_round), the integer ones quantised as one row (attn_convert) and read
+   back from the documented layout (ref_row_element). */
+static void tf_round_row(attn_dtype dt, const float *x, float *y, float scale) {
+    if (attn__is_int(dt)) {
+        unsigned char row[TF_D + 2 * ((TF_D + 31) / 32)];  /* int8's bytes, int4's fewer */
+        if (attn_convert(row, dt, x, ATTN_F32, TF_D, 0.0f) != ATTN_OK) {
+            printf("  tf_round_row: attn_convert to %s failed\n", attn_dtype_name(dt));
+            exit(2);
+        }
+        for (int e = 0; e < TF_D; e++) y[e] = ref_row_element(row, dt, TF_D, (size_t)e);
+        return;
+    }
+    for (int e = 0; e < TF_D; e++) y[e] = tf_round(dt, x[e], scale);
+}
+
 /* One simulation: random arrivals, chunked prefills, forks with copy-on-write, finishes and
    decodes, each step one attn_forward on the mixed batch. Returns the number of bad steps. */
 static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, int steps) {
@@ -116,10 +132,11 @@ static int tf_simulate(attn_dtype kv_dt, const attn_params *p, uint64_t seed, in
                 if (attn_copy_blocks(layers, 1, &cow[0][0], 1) != ATTN_OK) { ok = 0; break; }
             }
             for (int t = 0; t < nq[i]; t++)
-                for (int e = 0; e < TF_KW; e++) {
-                    size_t at = (size_t)(q->seq.len - nq[i] + t) * TF_KW + e;
-                    q->k[at] = tf_round(kv_dt, kf[(size_t)(t0 + t) * TF_KW + e], scale);
-                    q->v[at] = tf_round(kv_dt, vf[(size_t)(t0 + t) * TF_KW + e], scale);
+                for (int g = 0; g < TF_HK; g++) {  /* row (token, KV head) */
+                    size_t at = (size_t)(q->seq.len - nq[i] + t) * TF_KW + (size_t)g * TF_D;
+                    size_t from = (size_t)(t0 + t) * TF_KW + (size_t)g * TF_D;
+                    tf_round_row(kv_dt, kf + from, q->k + at, scale);
+                    tf_round_row(kv_dt, vf + from, q->v + at, scale);
                 }
             seq_lens[i] = (int32_t)q->seq.len;
             memcpy(tables + i * TF_MAXB, q->table, sizeof(q->table));
@@ -185,10 +202,12 @@ TEST(forward_continuous_batching_simulation) {
     CHECK_EQ_INT(tf_simulate(ATTN_F32, &p, 3000, 40), 0);
     CHECK_EQ_INT(tf_simulate(ATTN_BF16, &p, 3001, 30), 0);
     CHECK_EQ_INT(tf_simulate(ATTN_FP8_E4M3, &p, 3002, 30), 0);
+    CHECK_EQ_INT(tf_simulate(ATTN_INT8, &p, 3004, 30), 0);
     float slopes[TF_H], sinks[TF_H] = {0.5f, -1.0f, 0.0f, 2.0f};
     attn_alibi_slopes(TF_H, slopes);
     p.alibi_slopes = slopes; p.sliding_window = 37; p.sinks = sinks; p.logits_soft_cap = 5.0f;
     CHECK_EQ_INT(tf_simulate(ATTN_F16, &p, 3003, 30), 0);
+    CHECK_EQ_INT(tf_simulate(ATTN_INT4, &p, 3005, 30), 0);
 }
 
 /* Encoder pass, cross K/V written once, decoder prefill over given K/V, then decode steps that
@@ -460,10 +479,30 @@ TEST(forward_bf16_value_cache) {
     free(ws); free(fwd); free(want); free(cmem); free(junk); free(d);
 }
 
+/* The rows of a cache of dtype dt (rows of d elements) set to random values in [-1, 1): bf16
+   element by element (tu_fill), the integer dtypes a row at a time (attn_convert). */
+static void tf_fill_rows(uint64_t *rng, attn_dtype dt, void *base, size_t rows, int d) {
+    float *x = (float *)tu_alloc(rows * (size_t)d * 4);
+    if (!attn__is_int(dt)) {
+        tu_fill(rng, dt, base, x, rows * (size_t)d, -1, 1);
+    } else {
+        size_t rb = attn_dtype_row_bytes(dt, d);
+        for (size_t i = 0; i < rows * (size_t)d; i++) x[i] = attn_test_rand_uniform(rng, -1, 1);
+        for (size_t r = 0; r < rows; r++)
+            if (attn_convert((char *)base + r * rb, dt, x + r * (size_t)d, ATTN_F32, (size_t)d,
+                             0.0f) != ATTN_OK) {
+                printf("  tf_fill_rows: attn_convert to %s failed\n", attn_dtype_name(dt));
+                exit(2);
+            }
+    }
+    free(x);
+}
+
 /* attn_forward's decodes run as attn_paged_decode does on every ISA, ATTN_ISA_AMX with the
    logits on tiles included (G = 4 over a bf16 cache): the same bits, from a workspace of the size
-   the forward's query gives for that ISA (the query tiles' scratch counted in). */
-TEST(forward_decodes_equal_paged_decode_on_every_isa) {
+   the forward's query gives for that ISA (the query tiles' scratch counted in); over bf16, int8
+   and int4 caches. */
+static void tf_decodes_equal_paged_decode(attn_dtype kv) {
     enum { H = 8, HK = 2, D = 32, BS = 16, NB = 16, SEQS = 3, MAXB = 8 };
     attn_params p; memset(&p, 0, sizeof p);
     p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;
@@ -472,13 +511,12 @@ TEST(forward_decodes_equal_paged_decode_on_every_isa) {
     float q[SEQS * H * D], k[SEQS * HK * D], v[SEQS * HK * D];
     float fwd[SEQS * H * D], want[SEQS * H * D];
     uint64_t rng = 3300;
-    size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, ATTN_BF16);
+    size_t cbytes = attn_kv_cache_bytes(NB, BS, HK, D, kv);
     void *cmem = tu_alloc(cbytes);
     attn_kv_cache cache;
-    REQUIRE(attn_kv_cache_init(&cache, NB, BS, HK, D, ATTN_BF16, 1, 1, cmem, cbytes) == ATTN_OK);
-    float *junk = (float *)tu_alloc(cbytes * 2);
-    tu_fill(&rng, ATTN_BF16, cache.key, junk, (size_t)NB * BS * HK * D, -1, 1);
-    tu_fill(&rng, ATTN_BF16, cache.value, junk, (size_t)NB * BS * HK * D, -1, 1);
+    REQUIRE(attn_kv_cache_init(&cache, NB, BS, HK, D, kv, 1, 1, cmem, cbytes) == ATTN_OK);
+    tf_fill_rows(&rng, kv, cache.key, (size_t)NB * BS * HK, D);
+    tf_fill_rows(&rng, kv, cache.value, (size_t)NB * BS * HK, D);
     for (int i = 0; i < SEQS * H * D; i++) q[i] = attn_test_rand_uniform(&rng, -1, 1);
     for (int i = 0; i < SEQS * HK * D; i++) {
         k[i] = attn_test_rand_uniform(&rng, -1, 1);
@@ -507,10 +545,16 @@ TEST(forward_decodes_equal_paged_decode_on_every_isa) {
         CHECK_STATUS(attn_paged_decode(&p, &e, rq, rw, &cache, tables, MAXB, lens, SEQS,
                                        ATTN_PAGED_V1, NULL, ws, bytes), ATTN_OK);
         free(ws);
-        CHECK_MSG(!memcmp(fwd, want, sizeof fwd), "isa %s: forward and paged decode differ",
-                  attn_isa_name(isas[i]));
+        CHECK_MSG(!memcmp(fwd, want, sizeof fwd), "kv %s isa %s: forward and paged decode "
+                  "differ", attn_dtype_name(kv), attn_isa_name(isas[i]));
     }
-    free(cmem); free(junk);
+    free(cmem);
+}
+
+TEST(forward_decodes_equal_paged_decode_on_every_isa) {
+    tf_decodes_equal_paged_decode(ATTN_BF16);
+    tf_decodes_equal_paged_decode(ATTN_INT8);
+    tf_decodes_equal_paged_decode(ATTN_INT4);
 }
 
 #define TEST_FORWARD_LIST                                                                         \

@@ -75,29 +75,40 @@ static int tp_check(td_case c, const int *ctx, const int *chunk, int causal, uin
     return fails;
 }
 
+/* Contexts and chunks of every size; over f32 caches, and over int8 and int4 ones with rows of a
+   whole and a partial group (D = 40): half the pairs, every context and chunk size among them. */
 TEST(paged_prefill_contexts_and_chunks) {
     const int ctxs[] = {0, 1, 15, 700}, chunks[] = {1, 17, 512};
     int fails = 0;
-    for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 3; b++) {
-            int ctx[2] = {ctxs[a], ctxs[3 - a]}, chunk[2] = {chunks[b], chunks[2 - b]};
-            td_case c = td_base();
-            c.num_seqs = 2; c.H = 4; c.Hk = 2; c.D = 32;
-            fails += tp_check(c, ctx, chunk, 1, 2000 + (uint64_t)(a * 3 + b));
-        }
+    for (int q = 0; q < 2; q++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 3; b++) {
+                int ctx[2] = {ctxs[a], ctxs[3 - a]}, chunk[2] = {chunks[b], chunks[2 - b]};
+                td_case c = td_base();
+                if (q && (a + b) % 2 == 0) continue;
+                c.num_seqs = 2; c.H = 4; c.Hk = 2; c.D = q ? 40 : 32;
+                if (q) c.kv_dt = a < 2 ? ATTN_INT8 : ATTN_INT4;
+                fails += tp_check(c, ctx, chunk, 1, 2000 + (uint64_t)(q * 50 + a * 3 + b));
+            }
     CHECK_EQ_INT(fails, 0);
 }
 
+/* Every bias option and block sizes 7 and 16 (over f32 caches; over int8 and int4 ones half the
+   combinations), every pair of cache and activation dtypes, long prefixes, non-causal. */
 TEST(paged_prefill_every_option_and_dtype) {
     int ctx[3] = {100, 0, 33}, chunk[3] = {40, 70, 1}, fails = 0;
-    for (int opt = 0; opt < 16; opt++) {
-        td_case c = td_base();
-        c.num_seqs = 3; c.D = 48; c.bs = (opt & 1) ? 7 : 16;
-        c.alibi = (opt >> 1) & 1; c.window = (opt & 4) ? 50 : 0; c.cap = (opt & 8) ? 4.0f : 0.0f;
-        c.sinks = opt == 15;
-        fails += tp_check(c, ctx, chunk, 1, 2100 + (uint64_t)opt);
-    }
-    for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+    for (int q = 0; q < 2; q++)
+        for (int opt = 0; opt < 16; opt++) {
+            td_case c = td_base();
+            c.num_seqs = 3; c.D = 48; c.bs = (opt & 1) ? 7 : 16;
+            c.alibi = (opt >> 1) & 1; c.window = (opt & 4) ? 50 : 0;
+            c.cap = (opt & 8) ? 4.0f : 0.0f; c.sinks = opt == 15;
+            /* the integer caches: the options of even parity (each option in four) */
+            if (q && ((opt ^ (opt >> 1) ^ (opt >> 2) ^ (opt >> 3)) & 1)) continue;
+            if (q) c.kv_dt = (opt >> 2) & 1 ? ATTN_INT4 : ATTN_INT8;
+            fails += tp_check(c, ctx, chunk, 1, 2100 + (uint64_t)(q * 50 + opt));
+        }
+    for (int kv = ATTN_F32; kv <= ATTN_INT4; kv++)
         for (int act = ATTN_F32; act <= ATTN_BF16; act++) {
             td_case c = td_base();
             c.num_seqs = 3; c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)act;
@@ -110,27 +121,31 @@ TEST(paged_prefill_every_option_and_dtype) {
         td_case c = td_base();
         c.num_seqs = 2; c.kv_dt = c.act_dt = ATTN_BF16; c.bs = 16;
         fails += tp_check(c, lctx, lchunk, 1, 2250);
-        for (int kv = ATTN_FP8_E4M3; kv <= ATTN_FP8_E5M2; kv++) {  /* the tile kernels keep an
-                                                                      fp8 cache's tiles too */
-            c.kv_dt = (attn_dtype)kv; c.k_scale = 0.02f; c.v_scale = 0.005f;
+        for (int kv = ATTN_FP8_E4M3; kv <= ATTN_INT4; kv++) {  /* the tile kernels keep an
+                                                                  fp8 cache's tiles too */
+            int fp8 = attn__is_fp8((attn_dtype)kv);
+            c.kv_dt = (attn_dtype)kv;
+            c.k_scale = fp8 ? 0.02f : 1.0f; c.v_scale = fp8 ? 0.005f : 1.0f;
             fails += tp_check(c, lctx, lchunk, 1, 2260 + (uint64_t)kv);
         }
     }
     td_case nc = td_base();  /* non-causal (cross attention over a cached encoder) */
     nc.num_seqs = 3;
     fails += tp_check(nc, ctx, chunk, 0, 2300);
+    nc.kv_dt = ATTN_INT4; nc.D = 80;
+    fails += tp_check(nc, ctx, chunk, 0, 2301);
     CHECK_EQ_INT(fails, 0);
 }
 
 /* Keys and values in one buffer: the same bits as two buffers holding the same data (as
    decode_keys_and_values_may_share_a_buffer). */
-TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
+static void tp_keys_and_values_share_a_buffer(attn_dtype kv, uint64_t seed) {
     int lens[2] = {300, 45};
     int32_t qsl[3] = {0, 40, 85};
     td_case c = td_base();
-    c.num_seqs = 2; c.lens = lens; c.kv_dt = ATTN_BF16;
+    c.num_seqs = 2; c.lens = lens; c.kv_dt = kv;
     td_data d;
-    td_make(&c, 2400, &d);
+    td_make(&c, seed, &d);
     td_values_equal_keys(&c, &d);
     void *separate = d.cache.value;
     size_t n_out = (size_t)qsl[2] * c.H * c.D;
@@ -159,6 +174,11 @@ TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
     d.cache.value = separate;
     free(q); free(a); free(b);
     td_free(&d);
+}
+
+TEST(paged_prefill_keys_and_values_may_share_a_buffer) {
+    tp_keys_and_values_share_a_buffer(ATTN_BF16, 2400);
+    tp_keys_and_values_share_a_buffer(ATTN_INT8, 2401);
 }
 
 /* The new tokens are part of seq_lens, so a sequence with more query tokens than keys is

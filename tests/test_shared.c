@@ -12,20 +12,20 @@ typedef struct tsp_case {
     const int *shared;
 } tsp_case;
 
-/* Sequence s's first n tokens made copies of the leader's rows, in its own blocks. */
+/* Sequence s's first n tokens made copies of the leader's rows (their bytes: codes and scales
+   for the integer caches), in its own blocks. */
 static void tsp_copy_rows(const td_case *c, td_data *d, int s, int leader, int n) {
-    size_t esz = attn_dtype_size(c->kv_dt), row = (size_t)c->D;
+    size_t rb = attn_dtype_row_bytes(c->kv_dt, c->D), row = (size_t)c->D;
     for (int pos = 0; pos < n; pos++)
         for (int g = 0; g < c->Hk; g++) {
             int bs = d->tables[s * d->max_blocks + pos / c->bs],
                 bl = d->tables[leader * d->max_blocks + pos / c->bs];
-            size_t to = (((size_t)bs * c->Hk + g) * c->bs + pos % c->bs) * row,
-                   from = (((size_t)bl * c->Hk + g) * c->bs + pos % c->bs) * row;
-            memcpy((char *)d->cache.key + to * esz, (char *)d->cache.key + from * esz, row * esz);
-            memcpy((char *)d->cache.value + to * esz, (char *)d->cache.value + from * esz,
-                   row * esz);
-            memcpy(d->kf + to, d->kf + from, row * 4);
-            memcpy(d->vf + to, d->vf + from, row * 4);
+            size_t to = ((size_t)bs * c->Hk + g) * c->bs + pos % c->bs,
+                   from = ((size_t)bl * c->Hk + g) * c->bs + pos % c->bs;
+            memcpy((char *)d->cache.key + to * rb, (char *)d->cache.key + from * rb, rb);
+            memcpy((char *)d->cache.value + to * rb, (char *)d->cache.value + from * rb, rb);
+            memcpy(d->kf + to * row, d->kf + from * row, row * 4);
+            memcpy(d->vf + to * row, d->vf + from * row, row * 4);
         }
 }
 
@@ -159,8 +159,8 @@ static int tsp_check(const tsp_case *t, uint64_t seed) {
 
 /* Two groups and an unshared sequence: a fork that shares two partitions, one that diverged
    mid-block after 1,100 tokens (its block 68 split; partitions 0 and 1 still shared), one
-   sharing a single partition; every cache dtype, f32 queries, bf16 ones over bf16 and fp8
-   (the pair kernels where the CPU has them). */
+   sharing a single partition; every cache dtype, f32 queries, bf16 ones over bf16, fp8 (the
+   pair kernels where the CPU has them) and the integer caches. */
 static tsp_case tsp_mixed(void) {
     static const int lens[6] = {1300, 1250, 1030, 1500, 600, 700};
     static const int leader[6] = {0, 0, 0, 3, 3, 5}, shared[6] = {0, 1100, 1024, 0, 520, 0};
@@ -172,15 +172,17 @@ static tsp_case tsp_mixed(void) {
 }
 
 TEST(shared_prefix_every_cache_dtype) {
-    const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
+    const attn_dtype kvs[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2,
+                              ATTN_INT8, ATTN_INT4};
     int fails = 0;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 7; k++)
         for (int bf16_q = 0; bf16_q < 2; bf16_q++) {
             tsp_case t = tsp_mixed();
-            if (bf16_q && kvs[k] != ATTN_BF16 && !attn__is_fp8(kvs[k])) continue;
+            if (bf16_q && (kvs[k] == ATTN_F32 || kvs[k] == ATTN_F16)) continue;
             t.c.kv_dt = kvs[k];
             t.c.act_dt = bf16_q ? ATTN_BF16 : ATTN_F32;
-            if (bf16_q) t.c.atol = 4e-3;  /* probabilities rounded to bf16 (pair kernels) */
+            /* probabilities rounded to bf16 (pair kernels); the integer caches have none */
+            if (bf16_q && !attn__is_int(kvs[k])) t.c.atol = 4e-3;
             if (attn__is_fp8(kvs[k])) { t.c.k_scale = 0.01f; t.c.v_scale = 0.004f; }
             fails += tsp_check(&t, 5900 + (uint64_t)(k * 2 + bf16_q));
         }
@@ -188,25 +190,31 @@ TEST(shared_prefix_every_cache_dtype) {
 }
 
 /* Groups of 2 to 32 sequences over three shared partitions, for G = 1, 4 and 8 query heads a
-   KV head (a stacked pass holds 64 heads: 32 sequences of G = 4 take two, of G = 8 four). */
+   KV head (a stacked pass holds 64 heads: 32 sequences of G = 4 take two, of G = 8 four); over
+   f32 caches, and over an int8 one (2 sequences of G = 8) and an int4 one (5 sequences of
+   G = 4), rows of D = 40. */
 TEST(shared_prefix_group_sizes) {
     const int sizes[] = {2, 5, 17, 32}, Gs[] = {1, 4, 8};
+    const attn_dtype kvs[] = {ATTN_F32, ATTN_INT8, ATTN_INT4};
     int fails = 0, lens[32], leader[32], shared[32];
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas);
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 3; j++) {
-            tsp_case t;
-            t.c = td_base();
-            t.c.Hk = 2; t.c.H = 2 * Gs[j]; t.c.D = 32; t.c.f32_out = 1;
-            t.c.num_seqs = sizes[i]; t.c.lens = lens;
-            for (int s = 0; s < sizes[i]; s++) {
-                lens[s] = 1536 + 1 + 13 * s;
-                leader[s] = 0; shared[s] = s ? 1536 : 0;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 3; j++) {
+                tsp_case t;
+                if (k && (i != k - 1 || j != 3 - k)) continue;
+                t.c = td_base();
+                t.c.Hk = 2; t.c.H = 2 * Gs[j]; t.c.D = k ? 40 : 32; t.c.f32_out = 1;
+                t.c.kv_dt = kvs[k];
+                t.c.num_seqs = sizes[i]; t.c.lens = lens;
+                for (int s = 0; s < sizes[i]; s++) {
+                    lens[s] = 1536 + 1 + 13 * s;
+                    leader[s] = 0; shared[s] = s ? 1536 : 0;
+                }
+                t.leader = leader; t.shared = shared;
+                fails += tsp_check_on(&t, 6000 + (uint64_t)(k * 20 + i * 3 + j), isas, n_isa);
             }
-            t.leader = leader; t.shared = shared;
-            fails += tsp_check_on(&t, 6000 + (uint64_t)(i * 3 + j), isas, n_isa);
-        }
     CHECK_EQ_INT(fails, 0);
 }
 
@@ -229,28 +237,32 @@ TEST(shared_prefix_wide_groups) {
 
 /* ALiBi (each member's distances its own), soft cap, sinks; a sliding window that leaves
    partition 0 out for every sequence and partition 1 whole for some (stacked) and in part for
-   another (its own pass). */
+   another (its own pass). Over f32 caches, and (v = 5, 6: ALiBi alone; all four) int8 and int4
+   ones. */
 TEST(shared_prefix_window_alibi_cap_sinks) {
     static const int lens[5] = {1400, 1450, 1405, 1410, 700};
     static const int leader[5] = {0, 0, 0, 0, 4}, shared[5] = {0, 1400, 1400, 1100, 0};
     int fails = 0;
-    for (int v = 0; v < 5; v++) {
+    for (int u = 0; u < 7; u++) {
+        int v = u == 5 ? 0 : u == 6 ? 4 : u;
         tsp_case t;
         t.c = td_base();
+        if (u >= 5) t.c.kv_dt = u == 5 ? ATTN_INT8 : ATTN_INT4;
         t.c.num_seqs = 5; t.c.lens = lens; t.c.f32_out = 1;
         t.c.alibi = v == 0 || v == 4;
         t.c.cap = v == 1 || v == 4 ? 30.0f : 0.0f;
         t.c.sinks = v == 2 || v == 4;
         t.c.window = v >= 3 ? 900 : 0;
         t.leader = leader; t.shared = shared;
-        fails += tsp_check(&t, 6200 + (uint64_t)v);
+        fails += tsp_check(&t, 6200 + (uint64_t)u);
     }
     CHECK_EQ_INT(fails, 0);
 }
 
 /* attn_forward's decodes share too: a decode-only step over the shared tables gives the bits of
-   attn_paged_decode over the sequences' own blocks, on 1 and 2 threads. */
-TEST(shared_prefix_in_attn_forward) {
+   attn_paged_decode over the sequences' own blocks, on 1 and 2 threads; over a cache of dtype
+   kv, rows of D elements. */
+static int tsp_forward(attn_dtype kv, int D, uint64_t seed) {
     static const int lens[4] = {1300, 1250, 1030, 700};
     static const int leader[4] = {0, 0, 0, 3}, shared[4] = {0, 1100, 1024, 0};
     tsp_case t;
@@ -259,16 +271,19 @@ TEST(shared_prefix_in_attn_forward) {
     attn_metadata md;
     int fails = 0;
     t.c = td_base();
-    t.c.num_seqs = 4; t.c.lens = lens; t.c.f32_out = 1;
+    t.c.num_seqs = 4; t.c.lens = lens; t.c.f32_out = 1; t.c.kv_dt = kv; t.c.D = D;
     t.leader = leader; t.shared = shared;
-    td_make(&t.c, 6300, &d);
+    td_make(&t.c, seed, &d);
     for (int s = 0; s < 4; s++)
         if (leader[s] != s) tsp_copy_rows(&t.c, &d, s, leader[s], shared[s]);
     int32_t *tab = tsp_shared_tables(&t, &d);
     size_t n_out = (size_t)4 * t.c.H * t.c.D;
     float *own = (float *)tu_alloc(n_out * 4), *fwd = (float *)tu_alloc(n_out * 4);
-    CHECK_STATUS(attn_layer_init(&layer, &d.p, ATTN_DECODER, ATTN_BACKEND_SDPA), ATTN_OK);
-    /* the new tokens' K/V rows: the values their slots hold already (an f32 cache: exact) */
+    if (attn_layer_init(&layer, &d.p, ATTN_DECODER, ATTN_BACKEND_SDPA) != ATTN_OK) fails++;
+    /* the new tokens' K/V rows: the values their slots hold already, dequantized (exact for
+       an f32 cache; an integer cache may quantise them to other codes: the decode over the own
+       blocks runs after the forward, and reads what it wrote - the new tokens' blocks are their
+       own in both tables) */
     size_t kv_row = (size_t)t.c.Hk * t.c.D;
     float *k = (float *)tu_alloc(4 * kv_row * 4), *v = (float *)tu_alloc(4 * kv_row * 4);
     int64_t slots[4];
@@ -291,20 +306,26 @@ TEST(shared_prefix_in_attn_forward) {
         size_t bytes = attn_forward_workspace_size(&layer, &md, &e);
         void *ws = tu_alloc(bytes);
         int stacked = tsp_stacked(&t.c, &d, tab, &e, ATTN_PAGED_V1);
-        if (tsp_run(&t.c, &d, d.tables, &e, ATTN_PAGED_V1, own, NULL) != ATTN_OK ||
-            attn_forward(&layer, &e, q, rk, rv, &d.cache, &md, o, ws, bytes) != ATTN_OK ||
+        if (attn_forward(&layer, &e, q, rk, rv, &d.cache, &md, o, ws, bytes) != ATTN_OK ||
+            tsp_run(&t.c, &d, d.tables, &e, ATTN_PAGED_V1, own, NULL) != ATTN_OK ||
             memcmp(own, fwd, n_out * 4) != 0 || stacked != tsp_expected_stacked(&t) ||
             stacked == 0) {
             fails++;
-            printf("  threads=%d: forward over shared tables vs decode over own blocks differ, "
-                   "or %d partitions stacked (want %d)\n", threads, stacked,
-                   tsp_expected_stacked(&t));
+            printf("  kv=%s threads=%d: forward over shared tables vs decode over own blocks "
+                   "differ, or %d partitions stacked (want %d)\n", attn_dtype_name(kv), threads,
+                   stacked, tsp_expected_stacked(&t));
         }
         free(ws);
     }
     free(own); free(fwd); free(tab); free(k); free(v);
     td_free(&d);
-    CHECK_EQ_INT(fails, 0);
+    return fails;
+}
+
+TEST(shared_prefix_in_attn_forward) {
+    CHECK_EQ_INT(tsp_forward(ATTN_F32, 64, 6300), 0);
+    CHECK_EQ_INT(tsp_forward(ATTN_INT8, 40, 6301), 0);
+    CHECK_EQ_INT(tsp_forward(ATTN_INT4, 80, 6302), 0);
 }
 
 #define TEST_SHARED_LIST                                                                           \
