@@ -418,9 +418,10 @@ ATTNDEF const char *attn_dtype_name(attn_dtype dtype);
                 n are 0): 18 bytes a group, 18 ceil(n/32) a row.
    An element reads as code x scale, exact in f32 (a code of at most 8 bits times a bf16 scale).
    Written (attn_write_kv, attn_convert) from the group's largest magnitude m: scale =
-   bf16(m / 127) (int8) or bf16(m / 7) (int4), rounded to nearest even, code = RNE(x / scale)
-   saturated to +-127 or +-7; a group of zeros has scale 0, a group with an inf or NaN scale NaN
-   (it reads back as NaN). 0 for a bad dtype, n < 1 or overflow. */
+   bf16(m / 127) (int8) or bf16(m / 7) (int4), the quotient in f32, rounded to nearest even,
+   code = RNE(x / scale) (in f32) saturated to +-127 or +-7; a group of zeros has scale 0, a
+   nonzero group whose scale rounds to 0 the least bf16 subnormal (2^-133), a group with an inf
+   or NaN scale NaN (codes 0: it reads back as NaN). 0 for a bad dtype, n < 1 or overflow. */
 ATTNDEF size_t attn_dtype_row_bytes(attn_dtype dtype, int64_t n);
 
 /* Convert n elements. Every conversion goes through f32 and rounds once, to nearest even.
