@@ -314,6 +314,49 @@ TEST(int_kv_convert_refuses_bad_input) {
 #undef TKI_BAD
 }
 
+/* Each ISA's row reader (the kernels' to_f32 of a whole integer row, its whole groups a pair of
+   vectors at a time) against ref_row_element times mul, bit for bit: random bytes (any scale,
+   NaN and inf included; garbage past n), rows whole groups and not, at offsets within a vector. */
+TEST(int_kv_simd_row_reader_matches_reference) {
+    static const int ns[] = {1, 7, 16, 31, 32, 33, 48, 64, 80, 96, 128, 200, 256, 512};
+    static uint8_t raw[600 + 64];
+    static float got[512], want[512];
+    attn_isa isas[ATTN_ISA_COUNT];
+    int n_isa = tu_isas(isas);
+    uint64_t rng = attn_test_seed() ^ 0x1ee;
+    for (int k = 0; k < n_isa; k++) {
+        const attn__kernels *K = attn__kernels_for(isas[k]);
+        int bad = 0, rows = 0;
+        for (int d = 0; d < 2; d++)
+            for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+                for (int off = 0; off < 40; off += 13) {
+                    attn_dtype dt = tki_ints[d];
+                    int n = ns[j];
+                    /* a multiplier only over scales of ordinary size, where code x scale x mul
+                       is exact in either order */
+                    float mul = off == 13 ? 0.375f : 1.0f;
+                    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (uint8_t)attn_test_rand_u64(&rng);
+                    for (int g = 0; g * 32 < n; g++)  /* most scales of ordinary size */
+                        if (mul != 1.0f || attn_test_rand_int(&rng, 0, 3)) {
+                            uint8_t *at = raw + off + g * (dt == ATTN_INT8 ? 34 : 18);
+                            uint16_t b = attn_f32_to_bf16(attn_test_rand_uniform(&rng, -2.0f, 2.0f));
+                            at[0] = (uint8_t)(b & 255);
+                            at[1] = (uint8_t)(b >> 8);
+                        }
+                    K->to_f32(got, raw + off, dt, n, mul);
+                    for (int i = 0; i < n; i++) {
+                        want[i] = ref_row_element(raw + off, dt, n, (size_t)i) * mul;
+                        if (attn__f32_bits(got[i]) != attn__f32_bits(want[i]) &&
+                            !(isnan(got[i]) && isnan(want[i])))
+                            bad++;
+                    }
+                    rows++;
+                }
+        CHECK_MSG(bad == 0, "isa %s: %d of the elements of %d rows differ", attn_isa_name(isas[k]),
+                  bad, rows);
+    }
+}
+
 /* ---- attn_write_kv ---- */
 
 TEST(int_kv_write_kv_rows_strides_padding_duplicates) {
@@ -517,6 +560,7 @@ TEST(int_kv_swap_and_copy_move_whole_rows) {
     ATTN_TEST_ENTRY(int_kv_quantiser_matches_rule_through_convert),                               \
     ATTN_TEST_ENTRY(int_kv_convert_from_int_rows),                                                \
     ATTN_TEST_ENTRY(int_kv_convert_refuses_bad_input),                                            \
+    ATTN_TEST_ENTRY(int_kv_simd_row_reader_matches_reference),                                    \
     ATTN_TEST_ENTRY(int_kv_write_kv_rows_strides_padding_duplicates),                             \
     ATTN_TEST_ENTRY(int_kv_write_kv_refuses_bad_input),                                           \
     ATTN_TEST_ENTRY(int_kv_cache_sizes_exact),                                                    \
