@@ -98,7 +98,7 @@ for cc in $compilers; do
     # difference (e.g. the integer caches against a REV from before them).
     sed -n 's/^# dtypes: //p' "$tmp/$name-base.out" | tr ' ' '\n' > "$tmp/$name-base.dts"
     new_dts=$(sed -n 's/^# dtypes: //p' "$tmp/$name-tree.out" | tr ' ' '\n' |
-              grep -vxF -f "$tmp/$name-base.dts" | tr '\n' ' ')
+              grep -vxF -f "$tmp/$name-base.dts" | tr '\n' ' ' | sed 's/ $//')
     awk -v cc="$name" -v new_dts="$new_dts" '
         BEGIN { n = split(new_dts, d, " "); for (i = 1; i <= n; i++) fresh[d[i]] = 1 }
         NR == FNR { want[$1] = $2 " " $3; next }
