@@ -427,9 +427,10 @@ ATTNDEF const char *attn_dtype_name(attn_dtype dtype);
                 n are 0): 18 bytes a group, 18 ceil(n/32) a row.
    An element reads as code x scale, exact in f32 (a code of at most 8 bits times a bf16 scale).
    Written (attn_write_kv, attn_convert) from the group's largest magnitude m: scale =
-   bf16(m / 127) (int8) or bf16(m / 7) (int4), rounded to nearest even, code = RNE(x / scale)
-   saturated to +-127 or +-7; a group of zeros has scale 0, a group with an inf or NaN scale NaN
-   (it reads back as NaN). 0 for a bad dtype, n < 1 or overflow. */
+   bf16(m / 127) (int8) or bf16(m / 7) (int4), the quotient in f32, rounded to nearest even,
+   code = RNE(x / scale) (in f32) saturated to +-127 or +-7; a group of zeros has scale 0, a
+   nonzero group whose scale rounds to 0 the least bf16 subnormal (2^-133), a group with an inf
+   or NaN scale NaN (codes 0: it reads back as NaN). 0 for a bad dtype, n < 1 or overflow. */
 ATTNDEF size_t attn_dtype_row_bytes(attn_dtype dtype, int64_t n);
 
 /* Convert n elements. Every conversion goes through f32 and rounds once, to nearest even.
@@ -439,7 +440,8 @@ ATTNDEF size_t attn_dtype_row_bytes(attn_dtype dtype, int64_t n);
    dtype's n elements are one row of attn_dtype_row_bytes(dtype, n) bytes (its groups as
    written there). dst and src must not overlap unless they are the same pointer with the same
    dtype (an element dtype's size, when both are element dtypes).
-   Returns ATTN_ERR_INVALID_ARG (NULL with n > 0, bad dtype, bad scale). */
+   Returns ATTN_ERR_INVALID_ARG (NULL with n > 0, bad dtype, bad scale, an integer row whose
+   bytes do not fit a size_t, the same pointer (n > 0) to another dtype with an integer side). */
 ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
                                  attn_dtype src_dtype, size_t n, float scale);
 
@@ -3177,12 +3179,13 @@ ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *sr
     ATTN__CHECK(scale == 1.0f || attn__is_fp8(dst_dtype) || attn__is_fp8(src_dtype),
                 ATTN_ERR_INVALID_ARG);
     int ints = attn__is_int(dst_dtype) || attn__is_int(src_dtype);
-    /* an integer row's bytes must fit a size_t; in place only to its own dtype */
+    /* an integer row's bytes must fit a size_t; in place only to its own dtype (n = 0 has no
+       bytes, so two NULLs are not "in place") */
     ATTN__CHECK(!ints || n == 0 || (n <= (size_t)ATTN__INT64_MAX &&
                                     attn_dtype_row_bytes(dst_dtype, (int64_t)n) &&
                                     attn_dtype_row_bytes(src_dtype, (int64_t)n)),
                 ATTN_ERR_INVALID_ARG);
-    ATTN__CHECK(!ints || dst != src || dst_dtype == src_dtype, ATTN_ERR_INVALID_ARG);
+    ATTN__CHECK(!ints || n == 0 || dst != src || dst_dtype == src_dtype, ATTN_ERR_INVALID_ARG);
     if (ints && dst_dtype == src_dtype) {  /* an integer row to its own dtype: its bytes */
         if (n) memmove(dst, src, attn_dtype_row_bytes(src_dtype, (int64_t)n));
         return ATTN_OK;

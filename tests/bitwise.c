@@ -19,11 +19,19 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 static uint64_t fnv_int(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
+/* Bytes of a cache row of D elements: the element dtypes' size times D; the integer caches
+   (dtypes 5 and 6 where the header has them; attn_dtype_row_bytes, which older headers lack):
+   int8 D + 2 ceil(D/32), int4 18 ceil(D/32). */
+static size_t row_bytes(attn_dtype dt, int D) {
+    size_t groups = ((size_t)D + 31) / 32;
+    if (attn_dtype_size(dt)) return attn_dtype_size(dt) * (size_t)D;
+    return (int)dt == 5 ? (size_t)D + 2 * groups : (int)dt == 6 ? 18 * groups : 0;
+}
 /* A cache's key and value blocks (not the alignment slack around them, whose place in the
    caller's memory depends on where malloc put it). */
 static uint64_t fnv_cache(uint64_t h, const attn_kv_cache *c) {
-    size_t n = (size_t)c->num_blocks * c->block_size * c->num_kv_heads * c->head_size *
-               attn_dtype_size(c->dtype);
+    size_t n = (size_t)c->num_blocks * c->block_size * c->num_kv_heads *
+               row_bytes(c->dtype, c->head_size);
     return fnv(fnv(h, c->key, n), c->value, n);
 }
 
@@ -68,7 +76,7 @@ static void shuffle_i32(uint64_t *s, int32_t *a, int n) {
 }
 static const char *dt_tag(attn_dtype dt) {
     static const char *t[] = {"f32", "f16", "bf16", "e4m3", "e5m2"};
-    return (unsigned)dt < 5 ? t[dt] : "?";
+    return (unsigned)dt < 5 ? t[dt] : attn_dtype_name(dt);  /* int8, int4 */
 }
 
 /* ---- execution variants: every ISA this CPU runs x {1 thread, 2 threads, a caller pool} x
@@ -261,10 +269,14 @@ static void paged_make(paged *pg, uint64_t *rng, attn_dtype dt, int bs, int Hk, 
 }
 static void paged_free(paged *pg) { free(pg->mem); free(pg->tables); }
 
-static const attn_dtype all_dtypes[5] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3,
-                                         ATTN_FP8_E5M2};
-static float dt_kscale(attn_dtype dt) { return dt >= ATTN_FP8_E4M3 ? 0.05f : 1.0f; }
-static float dt_vscale(attn_dtype dt) { return dt >= ATTN_FP8_E4M3 ? 0.03f : 1.0f; }
+/* Every cache dtype the header has, in enum order (0 .. ATTN_DTYPE_COUNT - 1): the integer
+   caches' cases appear only where the header has them (tests/bitwise.sh reads "# dtypes:"). */
+#define N_DTYPES ((int)ATTN_DTYPE_COUNT)
+static const attn_dtype all_dtypes[7] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3,
+                                         ATTN_FP8_E5M2, (attn_dtype)5, (attn_dtype)6};
+static int is_fp8(attn_dtype dt) { return dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2; }
+static float dt_kscale(attn_dtype dt) { return is_fp8(dt) ? 0.05f : 1.0f; }
+static float dt_vscale(attn_dtype dt) { return is_fp8(dt) ? 0.03f : 1.0f; }
 
 /* ---- attn_paged_prefill and attn_paged_decode ---- */
 static void run_paged(void) {
@@ -275,7 +287,7 @@ static void run_paged(void) {
     /* prefill: (cached prefix, new tokens) per sequence; decode: lengths (over 512: v2 splits) */
     static const int32_t pre_ctx[4] = {0, 90, 200, 17}, pre_new[4] = {37, 30, 1, 70};
     static const int32_t dec_lens[5] = {700, 1100, 33, 0, 1};
-    for (int ci = 0; ci < 5; ci++)
+    for (int ci = 0; ci < N_DTYPES; ci++)
         for (int bi = 0; bi < 3; bi++) {
             attn_dtype cdt = all_dtypes[ci];
             int bs = bss[bi], H = Hs[bi], Hk = Hks[bi], D = Ds[bi];
@@ -536,7 +548,7 @@ static void run_forward(void) {
             }
             attn_layer L;
             if (attn_layer_init(&L, &p, ATTN_DECODER, (attn_backend)be) != ATTN_OK) continue;
-            for (int ci = 0; ci < 5; ci++) {
+            for (int ci = 0; ci < N_DTYPES; ci++) {
                 attn_dtype cdt = all_dtypes[ci];
                 attn_dtype adt = cdt == ATTN_BF16 ? ATTN_BF16
                                  : cdt == ATTN_F16  ? ATTN_F16 : ATTN_F32;
@@ -559,7 +571,7 @@ static void run_kv(void) {
     static const attn_dtype src[4][2] = {{ATTN_F32, ATTN_F32}, {ATTN_F16, ATTN_F16},
                                         {ATTN_BF16, ATTN_BF16}, {ATTN_F32, ATTN_BF16}};
     char name[160];
-    for (int ci = 0; ci < 5; ci++)
+    for (int ci = 0; ci < N_DTYPES; ci++)
         for (int bi = 0; bi < 2; bi++) {
             attn_dtype cdt = all_dtypes[ci];
             int bs = bi ? 16 : 1, nb = bi ? NB : NB * 16;
@@ -575,7 +587,7 @@ static void run_kv(void) {
             slots[40] = slots[41];
             for (int si = 0; si < 4; si++) {
                 int64_t stride = HK * D + 4;
-                float range = ci >= 3 ? 30.0f : 3.0f;  /* fp8: past the largest finite value */
+                float range = is_fp8(cdt) ? 30.0f : 3.0f;  /* fp8: past the largest finite value */
                 void *k = rand_rows(&rng, src[si][0], (size_t)T * stride, -range, range);
                 void *v = rand_rows(&rng, src[si][1], (size_t)T * stride, -range, range);
                 attn_rows rk = {k, src[si][0], stride}, rv = {v, src[si][1], stride};
@@ -592,7 +604,7 @@ static void run_kv(void) {
             free(cmem);
         }
     /* swap between two caches, within one, and copy-on-write over layers of different dtypes */
-    for (int ci = 0; ci < 5; ci++) {
+    for (int ci = 0; ci < N_DTYPES; ci++) {
         attn_dtype cdt = all_dtypes[ci];
         paged a, b;
         uint64_t rng = 6500 + ci;
@@ -648,11 +660,14 @@ static void run_convert(void) {
     f[ns] = INFINITY; f[ns + 1] = -INFINITY; f[ns + 2] = NAN;
     unsigned char *srcb = (unsigned char *)xalloc(4 * N), *dstb = (unsigned char *)xalloc(4 * N);
     char name[96];
-    for (int si = 0; si < 5; si++)
-        for (int di = 0; di < 5; di++) {
+    for (int si = 0; si < N_DTYPES; si++)
+        for (int di = 0; di < N_DTYPES; di++) {
             attn_dtype s = all_dtypes[si], d = all_dtypes[di];
-            /* sources: f32 values above, other dtypes every bit pattern in turn */
+            /* sources: f32 values above, other dtypes every bit pattern in turn; an integer
+               row (N elements, one row) a byte pattern over the buffer */
             if (s == ATTN_F32) memcpy(srcb, f, sizeof(float) * N);
+            else if (attn_dtype_size(s) == 0)
+                for (int i = 0; i < 4 * N; i++) srcb[i] = (unsigned char)(i * 7 + (i >> 8));
             else if (attn_dtype_size(s) == 1)
                 for (int i = 0; i < N; i++) srcb[i] = (unsigned char)i;
             else
@@ -662,7 +677,7 @@ static void run_convert(void) {
                 }
             for (int sc = 0; sc < 2; sc++) {
                 float scale = sc ? 0.0625f * 1.3f : 0.0f;
-                if (sc && s < ATTN_FP8_E4M3 && d < ATTN_FP8_E4M3) continue;
+                if (sc && !is_fp8(s) && !is_fp8(d)) continue;
                 memset(dstb, 0x5a, 4 * N);
                 int st = attn_convert(dstb, d, srcb, s, N, scale);
                 snprintf(name, sizeof name, "convert/%s-%s/%s", dt_tag(s), dt_tag(d),
@@ -830,9 +845,10 @@ static void run_pool(void) {
         emit(name, h, st);
     }
     free(mem);
-    /* the sizing helpers */
+    /* the sizing helpers: the element dtypes, then the integer caches where the header has them */
+    for (int part = 0; part < 2 && (part == 0 || N_DTYPES > 5); part++) {
     uint64_t h = FNV_START;
-    for (int ci = 0; ci < 5; ci++)
+    for (int ci = part ? 5 : 0; ci < (part ? N_DTYPES : 5); ci++)
         for (int bs = 1; bs <= 32; bs *= 4) {
             h = fnv_int(h, (int64_t)attn_kv_cache_bytes(37, bs, 3, 80, all_dtypes[ci]));
             h = fnv_int(h, (int64_t)attn_kv_block_bytes(5, bs, 3, 80, all_dtypes[ci]));
@@ -842,7 +858,8 @@ static void run_pool(void) {
             h = fnv_int(h, attn_kv_tokens_for_blocks(77 + ci, bs));
             h = fnv_int(h, (int64_t)attn_block_pool_bytes(100 * bs + ci));
         }
-    emit("kv_sizes", h, 0);
+    emit(part ? "kv_sizes/int8-int4" : "kv_sizes", h, 0);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -851,6 +868,9 @@ int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     make_variants();
     printf("# isas: %s\n", g_isas);
+    printf("# dtypes:");
+    for (int ci = 0; ci < N_DTYPES; ci++) printf(" %s", dt_tag(all_dtypes[ci]));
+    printf("\n");
 #define GROUP(g, fn) if (!only || strcmp(only, g) == 0) fn()
     GROUP("sdpa", run_sdpa);
     GROUP("paged", run_paged);

@@ -34,6 +34,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define REF_FUNC static __attribute__((unused))  /* no warning where a test file uses only some */
@@ -75,6 +76,82 @@ REF_FUNC float ref_row_element(const void *raw, attn_dtype dt, int D, size_t i) 
         code = nibble >= 8 ? nibble - 16 : nibble;
     }
     return (float)code * scale;
+}
+
+/* Bytes of a row of n elements in dt (attn_dtype_row_bytes' text): int8 n + 2 ceil(n/32), int4
+   18 ceil(n/32); an element dtype's size times n (0 for a dtype that is neither). */
+REF_FUNC size_t ref_row_bytes(attn_dtype dt, size_t n) {
+    size_t groups = (n + 31) / 32;
+    switch (dt) {
+        case ATTN_INT8: return n + 2 * groups;
+        case ATTN_INT4: return 18 * groups;
+        case ATTN_F32: return 4 * n;
+        case ATTN_F16: case ATTN_BF16: return 2 * n;
+        case ATTN_FP8_E4M3: case ATTN_FP8_E5M2: return n;
+        case ATTN_DTYPE_COUNT: break;
+    }
+    return 0;
+}
+
+/* x (finite, >= 0) as bf16 bits, rounded to nearest even (overflow to inf). */
+REF_FUNC uint16_t ref_bf16_rne(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+/* Writes a row of n elements of x in dt = ATTN_INT8 or ATTN_INT4 as attn_dtype_row_bytes
+   documents it, from that text: per group of 32 (the last may be shorter), m = max |x|;
+   scale = bf16(m / 127 or m / 7 in f32, nearest even); a nonzero group whose scale rounds to 0
+   takes the least subnormal 2^-133 (bits 0x0001); a group with an inf or NaN gets a NaN scale
+   (0x7fc0 here: the text fixes only that it is a NaN) and codes 0; code = nearest-even integer of
+   x / scale (in f32) saturated to +-127 or +-7; int4 packs element e < 16 into the low nibble of
+   byte e and element 16 + e into the high nibble of byte e, elements past n as 0. */
+REF_FUNC void ref_int_row_quantize(void *row, attn_dtype dt, const float *x, size_t n) {
+    int top = dt == ATTN_INT8 ? 127 : 7;
+    size_t gbytes = dt == ATTN_INT8 ? 34 : 18;
+    for (size_t g = 0; g * 32 < n; g++) {
+        size_t m = n - g * 32 < 32 ? n - g * 32 : 32;
+        const float *v = x + g * 32;
+        uint8_t *grp = (uint8_t *)row + g * gbytes, *codes = grp + 2;
+        float most = 0.0f;
+        int finite = 1;
+        for (size_t e = 0; e < m; e++) {
+            if (!isfinite(v[e])) finite = 0;
+            else if (fabsf(v[e]) > most) most = fabsf(v[e]);
+        }
+        uint16_t bits = !finite ? 0x7fc0 : ref_bf16_rne(most / (float)top);
+        if (finite && most > 0.0f && bits == 0) bits = 1;
+        uint32_t wide = (uint32_t)bits << 16;
+        float scale;
+        memcpy(&scale, &wide, 4);
+        memset(codes, 0, dt == ATTN_INT8 ? m : 16);
+        for (size_t e = 0; e < m && finite && most > 0.0f; e++) {
+            float q = rintf(v[e] / scale);
+            int c = q > (float)top ? top : q < (float)-top ? -top : (int)q;
+            if (dt == ATTN_INT8) codes[e] = (uint8_t)(int8_t)c;
+            else codes[e % 16] |= (uint8_t)((c & 15) << (e < 16 ? 0 : 4));
+        }
+        grp[0] = (uint8_t)(bits & 255);
+        grp[1] = (uint8_t)(bits >> 8);
+    }
+}
+
+/* Whether two rows of n elements in dt hold the same bytes, reading any two NaN scales of an
+   integer row as the same (the text does not fix a NaN's bits). */
+REF_FUNC int ref_rows_same(const void *a, const void *b, attn_dtype dt, size_t n) {
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    if (dt != ATTN_INT8 && dt != ATTN_INT4) return memcmp(a, b, ref_row_bytes(dt, n)) == 0;
+    size_t gbytes = dt == ATTN_INT8 ? 34 : 18;
+    for (size_t g = 0; g * 32 < n; g++) {
+        const uint8_t *p = x + g * gbytes, *q = y + g * gbytes;
+        size_t codes = dt == ATTN_INT8 ? (n - g * 32 < 32 ? n - g * 32 : 32) : 16;
+        unsigned sp = (unsigned)(p[0] | p[1] << 8), sq = (unsigned)(q[0] | q[1] << 8);
+        int both_nan = (sp & 0x7fff) > 0x7f80 && (sq & 0x7fff) > 0x7f80;
+        if (!both_nan && sp != sq) return 0;
+        if (memcmp(p + 2, q + 2, codes)) return 0;
+    }
+    return 1;
 }
 
 REF_FUNC double ref_scale(const attn_params *p) {

@@ -80,6 +80,21 @@ static int tg_same(const tg_set *s, int i, const void *want, const char *what) {
 static void tg_fill(uint64_t *rng, attn_dtype dt, void *raw, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) td_store(dt, raw, i, attn_test_rand_uniform(rng, lo, hi));
 }
+/* rows cache rows of D elements in dtype kv (integer rows too: their groups' scales inside), with
+   values in [-1, 1] / sc. */
+static void tg_fill_cache(uint64_t *rng, attn_dtype kv, int D, size_t rows, void *raw, float sc) {
+    if (!attn__is_int(kv)) {
+        for (size_t i = 0; i < rows * (size_t)D; i++)
+            td_store(kv, raw, i, attn_test_rand_uniform(rng, -1, 1) / sc);
+        return;
+    }
+    float x[ATTN_MAX_HEAD_SIZE];
+    size_t rb = ref_row_bytes(kv, (size_t)D);
+    for (size_t r = 0; r < rows; r++) {
+        for (int d = 0; d < D; d++) x[d] = attn_test_rand_uniform(rng, -1, 1);
+        ref_int_row_quantize((char *)raw + r * rb, kv, x, (size_t)D);
+    }
+}
 static void *tg_dup(const void *p, size_t bytes) {
     void *q = tu_alloc(bytes); memcpy(q, p, bytes); return q;
 }
@@ -184,7 +199,8 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
         seq_lens[s] = lens[s];
         qsl[s + 1] = qsl[s] + (op == 0 ? (lens[s] < 9 ? lens[s] : 9) : 1);
     }
-    size_t elems = (size_t)nb * bs * Hk * D, csz = attn_dtype_size(kv), esz = attn_dtype_size(act);
+    size_t rows = (size_t)nb * bs * Hk, cb = rows * ref_row_bytes(kv, (size_t)D),
+           esz = attn_dtype_size(act);
     size_t Tq = (size_t)qsl[n], nq = Tq * H * D;
     float ks = attn__is_fp8(kv) ? 0.03f : 1.0f, vs = attn__is_fp8(kv) ? 0.01f : 1.0f;
     attn_params p; memset(&p, 0, sizeof p);
@@ -192,8 +208,7 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
     attn_exec e = tu_exec(isa, 3);
     e.gemm = gemm;
     tg_set s; memset(&s, 0, sizeof s);
-    int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
-        ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+    int ikc = tg_add(&s, tu_alloc(cb), cb), ivc = tg_add(&s, tu_alloc(cb), cb);
     int iq = tg_add(&s, tu_alloc(nq * esz), nq * esz),
         io = tg_add(&s, tu_alloc(nq * esz), nq * esz);
     int il = tg_add(&s, tu_alloc(Tq * H * 4), Tq * H * 4);
@@ -210,10 +225,8 @@ static int tg_paged(int op, attn_isa isa, attn_gemm gemm, attn_dtype kv, attn_dt
     cache.key = s.orig[ikc]; cache.value = s.orig[ivc];
     cache.num_blocks = nb; cache.block_size = bs; cache.num_kv_heads = Hk; cache.head_size = D;
     cache.dtype = kv; cache.k_scale = ks; cache.v_scale = vs;
-    for (size_t i = 0; i < elems; i++) {
-        td_store(kv, cache.key, i, attn_test_rand_uniform(&rng, -1, 1) / ks);
-        td_store(kv, cache.value, i, attn_test_rand_uniform(&rng, -1, 1) / vs);
-    }
+    tg_fill_cache(&rng, kv, D, rows, cache.key, ks);
+    tg_fill_cache(&rng, kv, D, rows, cache.value, vs);
     tg_fill(&rng, act, s.orig[iq], nq, -1, 1);
     memset(s.orig[io], 0x7f, nq * esz);
     attn_paged_version ver = op == 1 ? ATTN_PAGED_V1 : ATTN_PAGED_V2;
@@ -261,24 +274,28 @@ TEST(guard_pages_paged_prefill_and_decode) {
     attn_isa isas[ATTN_ISA_COUNT];
     attn_gemm gemms[2];
     int n_isa = tu_isas(isas), n_gemm = tu_gemms(gemms), fails = 0;
-    static const int lens[3] = {1, 37, 530}, Ds[3] = {5, 40, 64};
+    /* the integer caches: head sizes of one partial group, two groups (the second of one
+       element) and three (the last partial), so scales sit at odd offsets of their rows */
+    static const int lens[3] = {1, 37, 530}, Ds[3] = {5, 40, 64}, Ds_int[3] = {7, 33, 80};
     for (int k = 0; k < n_isa; k++)
-        for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+        for (int kv = ATTN_F32; kv < ATTN_DTYPE_COUNT; kv++)
             for (int a = ATTN_F32; a <= ATTN_BF16; a++) {
                 if (a != ATTN_F32 && a != kv) continue;  /* f32 activations, and each dtype with
                                                             itself */
                 for (int d = 0; d < 3; d++) {
                     /* f32 takes every head size; the other dtypes one of the two with a tail (5,
                        40), in turn: the cost stays small in the slow configurations */
-                    if (kv != ATTN_F32 && d != (kv + a) % 2) continue;
+                    if (kv != ATTN_F32 && d != (kv + a) % 2 &&
+                        !(attn__is_int((attn_dtype)kv) && d == 2))  /* and 80 for the integers */
+                        continue;
                     int H = d == 2 ? 8 : 4, Hk = d == 2 ? 1 : 2, bs = d == 0 ? 16 : 7;
                     uint64_t seed = 4100 + (uint64_t)(k * 100 + kv * 10 + a * 3 + d);
                     for (int op = 0; op < 3; op++)
                         for (int g = 0; g < (op == 0 ? n_gemm : 1); g++)
                             fails +=
                                     tg_paged(op, isas[k], gemms[g], (attn_dtype)kv, (attn_dtype)a,
-                                             H, Hk, Ds[d], bs,
-                                              lens, 3, seed);
+                                             H, Hk, attn__is_int((attn_dtype)kv) ? Ds_int[d] : Ds[d],
+                                             bs, lens, 3, seed);
                 }
             }
     CHECK_EQ_INT(fails, 0);
@@ -287,25 +304,26 @@ TEST(guard_pages_paged_prefill_and_decode) {
 /* ---- writes, copies, conversions, merges, biases, the forward pass --------------------------- */
 TEST(guard_pages_write_kv_swap_copy) {
     if (!TG_GUARD) SKIP("no mmap");
-    enum { NB = 5, BS = 3, HK = 2, D = 7, T = 6 };
+    enum { NB = 5, BS = 3, HK = 2, T = 6 };
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 4200;
     int64_t slots[T] = {0, NB * BS - 1, 4, -1, 7, NB * BS - 1}, pairs[4] = {0, NB - 1, NB - 2, 1};
     for (int k = 0; k < n_isa; k++)
-        for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++)
+        for (int kv = ATTN_F32; kv < ATTN_DTYPE_COUNT; kv++)
             for (int a = ATTN_F32; a <= ATTN_BF16; a++) {
-                size_t elems = (size_t)NB * BS * HK * D, csz = attn_dtype_size((attn_dtype)kv);
+                /* integer rows of one partial group, or of two with a one-element second */
+                int D = attn__is_int((attn_dtype)kv) && a == ATTN_F16 ? 33 : 7;
+                size_t cb = (size_t)NB * BS * HK * ref_row_bytes((attn_dtype)kv, (size_t)D);
                 size_t nr = (size_t)T * HK * D, esz = attn_dtype_size((attn_dtype)a);
                 float sc = attn__is_fp8((attn_dtype)kv) ? 0.05f : 1.0f;
                 tg_set s; memset(&s, 0, sizeof s);
-                int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
-                    ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+                int ikc = tg_add(&s, tu_alloc(cb), cb), ivc = tg_add(&s, tu_alloc(cb), cb);
                 int ik = tg_add(&s, tu_alloc(nr * esz), nr * esz),
                     iv = tg_add(&s, tu_alloc(nr * esz), nr * esz);
                 int isl = tg_add(&s, tg_dup(slots, sizeof slots), sizeof slots),
                     ip = tg_add(&s, tg_dup(pairs, sizeof pairs), sizeof pairs);
-                for (size_t i = 0; i < elems * csz; i++) {
+                for (size_t i = 0; i < cb; i++) {
                     ((uint8_t *)s.orig[ikc])[i] = (uint8_t)attn_test_rand_u64(&rng);
                     ((uint8_t *)s.orig[ivc])[i] = (uint8_t)attn_test_rand_u64(&rng);
                 }
@@ -314,7 +332,7 @@ TEST(guard_pages_write_kv_swap_copy) {
                 attn_kv_cache c; memset(&c, 0, sizeof c);
                 c.num_blocks = NB; c.block_size = BS; c.num_kv_heads = HK; c.head_size = D;
                 c.dtype = (attn_dtype)kv; c.k_scale = c.v_scale = sc;
-                void *wk = tg_dup(s.orig[ikc], elems * csz), *wv = tg_dup(s.orig[ivc], elems * csz);
+                void *wk = tg_dup(s.orig[ikc], cb), *wv = tg_dup(s.orig[ivc], cb);
                 attn_exec e = tu_exec(isas[k], 2);
                 c.key = wk; c.value = wv;
                 attn_rows rk = {s.orig[ik], (attn_dtype)a, 0}, rv = {s.orig[iv], (attn_dtype)a, 0};
@@ -344,22 +362,22 @@ TEST(guard_pages_write_kv_swap_copy) {
 
 TEST(guard_pages_convert_merge_bias) {
     if (!TG_GUARD) SKIP("no mmap");
-    static const size_t ns[5] = {1, 7, 9, 31, 257};
+    /* integer rows: one partial group, two, and a last group of one element */
+    static const size_t ns[6] = {1, 7, 9, 31, 257, 33};
     uint64_t rng = 4300;
     int fails = 0;
-    for (int sd = ATTN_F32; sd <= ATTN_FP8_E5M2; sd++)
-        for (int dd = ATTN_F32; dd <= ATTN_FP8_E5M2; dd++)
-            for (int k = 0; k < 5; k++) {
-                size_t n = ns[k], ssz = attn_dtype_size((attn_dtype)sd),
-                       dsz = attn_dtype_size((attn_dtype)dd);
+    for (int sd = ATTN_F32; sd < ATTN_DTYPE_COUNT; sd++)
+        for (int dd = ATTN_F32; dd < ATTN_DTYPE_COUNT; dd++)
+            for (int k = 0; k < 6; k++) {
+                size_t n = ns[k], sb = ref_row_bytes((attn_dtype)sd, n),
+                       db = ref_row_bytes((attn_dtype)dd, n);
                 float sc = attn__is_fp8((attn_dtype)sd) ||
                            attn__is_fp8((attn_dtype)dd) ? 0.5f : 1.0f;
                 tg_set s; memset(&s, 0, sizeof s);
-                int is = tg_add(&s, tu_alloc(n * ssz), n * ssz),
-                    id = tg_add(&s, tu_alloc(n * dsz), n * dsz);
-                for (size_t i = 0; i < n * ssz; i++) ((uint8_t *)s.orig[is])[i] =
+                int is = tg_add(&s, tu_alloc(sb), sb), id = tg_add(&s, tu_alloc(db), db);
+                for (size_t i = 0; i < sb; i++) ((uint8_t *)s.orig[is])[i] =
                         (uint8_t)attn_test_rand_u64(&rng);
-                void *want = tu_alloc(n * dsz);
+                void *want = tu_alloc(db);
                 fails +=
                         attn_convert(want, (attn_dtype)dd, s.orig[is], (attn_dtype)sd, n, sc) !=
                                 ATTN_OK;
@@ -433,7 +451,7 @@ TEST(guard_pages_convert_merge_bias) {
 /* attn_forward: a chunk over a cached prefix and a decode, writing their K/V first. */
 TEST(guard_pages_forward) {
     if (!TG_GUARD) SKIP("no mmap");
-    enum { H = 4, HK = 2, D = 24, BS = 5, NB = 9, CTX = 13, NEW = 6, T = NEW + 1 };
+    enum { H = 4, HK = 2, BS = 5, NB = 9, CTX = 13, NEW = 6, T = NEW + 1 };
     attn_isa isas[ATTN_ISA_COUNT];
     int n_isa = tu_isas(isas), fails = 0;
     uint64_t rng = 4400;
@@ -442,17 +460,18 @@ TEST(guard_pages_forward) {
     int64_t slots[T];
     for (int t = 0; t < NEW; t++) slots[t] = (int64_t)tables[(CTX + t) / BS] * BS + (CTX + t) % BS;
     slots[NEW] = (int64_t)tables[4 + 10 / BS] * BS + 10 % BS;
-    attn_params p; memset(&p, 0, sizeof p);
-    p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;
-    attn_layer L;
-    REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
     for (int k = 0; k < n_isa; k++)
-        for (int kv = ATTN_F32; kv <= ATTN_FP8_E5M2; kv++) {
-            size_t elems = (size_t)NB * BS * HK * D, csz = attn_dtype_size((attn_dtype)kv);
+        for (int kv = ATTN_F32; kv < ATTN_DTYPE_COUNT; kv++) {
+            /* integer rows: two groups, the second of one element */
+            int D = attn__is_int((attn_dtype)kv) ? 33 : 24;
+            attn_params p; memset(&p, 0, sizeof p);
+            p.num_heads = H; p.num_kv_heads = HK; p.head_size = D;
+            attn_layer L;
+            REQUIRE(attn_layer_init(&L, &p, ATTN_DECODER, ATTN_BACKEND_SDPA) == ATTN_OK);
+            size_t rows = (size_t)NB * BS * HK, cb = rows * ref_row_bytes((attn_dtype)kv, (size_t)D);
             float sc = attn__is_fp8((attn_dtype)kv) ? 0.02f : 1.0f;
             tg_set s; memset(&s, 0, sizeof s);
-            int ikc = tg_add(&s, tu_alloc(elems * csz), elems * csz),
-                ivc = tg_add(&s, tu_alloc(elems * csz), elems * csz);
+            int ikc = tg_add(&s, tu_alloc(cb), cb), ivc = tg_add(&s, tu_alloc(cb), cb);
             int iq = tg_add(&s, tu_alloc(sizeof(float) * T * H * D), sizeof(float) * T * H * D);
             int ik = tg_add(&s, tu_alloc(sizeof(float) * T * HK * D), sizeof(float) * T * HK * D);
             int iv = tg_add(&s, tu_alloc(sizeof(float) * T * HK * D), sizeof(float) * T * HK * D);
@@ -462,10 +481,8 @@ TEST(guard_pages_forward) {
             int ic = tg_add(&s, tg_dup(ctx, sizeof ctx), sizeof ctx),
                 it = tg_add(&s, tg_dup(tables, sizeof tables), sizeof tables);
             int isl = tg_add(&s, tg_dup(slots, sizeof slots), sizeof slots);
-            for (size_t i = 0; i < elems; i++) {
-                td_store((attn_dtype)kv, s.orig[ikc], i, attn_test_rand_uniform(&rng, -1, 1) / sc);
-                td_store((attn_dtype)kv, s.orig[ivc], i, attn_test_rand_uniform(&rng, -1, 1) / sc);
-            }
+            tg_fill_cache(&rng, (attn_dtype)kv, D, rows, s.orig[ikc], sc);
+            tg_fill_cache(&rng, (attn_dtype)kv, D, rows, s.orig[ivc], sc);
             tg_fill(&rng, ATTN_F32, s.orig[iq], (size_t)T * H * D, -1, 1);
             tg_fill(&rng, ATTN_F32, s.orig[ik], (size_t)T * HK * D, -1, 1);
             tg_fill(&rng, ATTN_F32, s.orig[iv], (size_t)T * HK * D, -1, 1);
@@ -477,7 +494,7 @@ TEST(guard_pages_forward) {
             attn_kv_cache c; memset(&c, 0, sizeof c);
             c.num_blocks = NB; c.block_size = BS; c.num_kv_heads = HK; c.head_size = D;
             c.dtype = (attn_dtype)kv; c.k_scale = c.v_scale = sc;
-            void *wk = tg_dup(s.orig[ikc], elems * csz), *wv = tg_dup(s.orig[ivc], elems * csz);
+            void *wk = tg_dup(s.orig[ikc], cb), *wv = tg_dup(s.orig[ivc], cb);
             float *want = (float *)tu_alloc(sizeof(float) * T * H * D);
             c.key = wk; c.value = wv;
             attn_exec e = tu_exec(isas[k], 2);

@@ -19,6 +19,7 @@
 #include "test_core.c"
 #include "test_sdpa.c"
 #include "test_kv.c"
+#include "test_int_kv.c"
 #include "test_decode.c"
 #include "test_paged_prefill.c"
 #include "test_forward.c"
@@ -36,6 +37,7 @@ static const attn_test_entry all_tests[] = {
     TEST_CORE_LIST,
     TEST_SDPA_LIST,
     TEST_KV_LIST,
+    TEST_INT_KV_LIST,
     TEST_DECODE_LIST,
     TEST_PAGED_PREFILL_LIST,
     TEST_FORWARD_LIST,

@@ -96,6 +96,9 @@ FZ_FUNC size_t fz_esize(attn_dtype dt) {
          : dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2 ? 1 : 0;
 }
 FZ_FUNC int fz_is_fp8(attn_dtype dt) { return dt == ATTN_FP8_E4M3 || dt == ATTN_FP8_E5M2; }
+/* The integer caches: rows of groups of codes with a scale each (attn_dtype_row_bytes), cache
+   dtypes only; fz_esize is 0 for them (no element of its own), ref_row_bytes counts their rows. */
+FZ_FUNC int fz_is_int(attn_dtype dt) { return dt == ATTN_INT8 || dt == ATTN_INT4; }
 FZ_FUNC int fz_is_act(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F16 || dt == ATTN_BF16; }
 
 /* Fills n elements of dtype dt with values in [lo, hi) and returns them, as stored, in f
@@ -289,11 +292,12 @@ typedef struct fz_rows {
 FZ_FUNC void fz_rows_make(fz_in *in, uint64_t *rng, fz_rows *R, int64_t tokens, int64_t width,
                           int is_input, const fz_rows *same, fz_expect *ex) {
     static const attn_dtype act[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
-    static const int bad_dt[4] = {ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_DTYPE_COUNT, 77};
+    static const int bad_dt[6] = {ATTN_FP8_E4M3, ATTN_FP8_E5M2, ATTN_INT8, ATTN_INT4,
+                                  ATTN_DTYPE_COUNT, 77};  /* cache dtypes and no dtype */
     int r = fz_int(in, 0, 63), rs = fz_int(in, 0, 31);
     memset(R, 0, sizeof *R);
     R->tokens = tokens; R->width = width; R->valid = 1;
-    R->r.dtype = r == 63 ? (attn_dtype)bad_dt[fz_int(in, 0, 3)] : act[r % 3];
+    R->r.dtype = r == 63 ? (attn_dtype)bad_dt[fz_int(in, 0, 5)] : act[r % 3];
     if (same && r < 60) R->r.dtype = same->r.dtype;
     if (r == 63 || fz_esize(R->r.dtype) == 0) R->valid = 0;  /* also a bad dtype taken from same */
     if (rs < 24) R->r.stride = 0;
@@ -351,20 +355,40 @@ FZ_FUNC void fz_rows_check(const fz_rows *R, const void *before, const double *w
    caller wrapping its own memory may), or one buffer for both; random contents within range
    after dequantization; kf / vf hold the dequantized values for the reference. c is the struct
    the calls get (a harness may break it); made is the struct as made, which describes the
-   memory. */
+   memory. Rows of head_size elements, row_bytes each (ref_row_bytes: an integer row holds its
+   groups' scales). */
 typedef struct fz_cache {
     attn_kv_cache c, made;
     void *k, *v;
     size_t elems;       /* elements of each array */
+    size_t rows, row_bytes;
     float *kf, *vf;
 } fz_cache;
+
+/* Row r of an array of fc: its D elements drawn in [lo, hi) / scale, stored in the cache dtype
+   (an integer row quantised by the reference: tests/ref.h's ref_int_row_quantize). */
+FZ_FUNC void fz_cache_fill_row(fz_cache *fc, void *arr, size_t r, uint64_t *rng, float lo,
+                               float hi, float scale) {
+    int D = fc->made.head_size;
+    attn_dtype dt = fc->made.dtype;
+    if (!fz_is_int(dt)) {
+        for (int d = 0; d < D; d++)
+            fz_put(arr, dt, r * (size_t)D + (size_t)d, fz_uniform(rng, lo, hi) / scale);
+        return;
+    }
+    float x[ATTN_MAX_HEAD_SIZE];
+    for (int d = 0; d < D; d++) x[d] = fz_uniform(rng, lo, hi) / scale;
+    ref_int_row_quantize((char *)arr + r * fc->row_bytes, dt, x, (size_t)D);
+}
 
 FZ_FUNC void fz_cache_make(fz_cache *fc, uint64_t *rng, int nb, int bs, int Hk, int D,
                            attn_dtype dt,
                            float k_scale, float v_scale, int shared) {
     memset(fc, 0, sizeof *fc);
-    fc->elems = (size_t)nb * bs * Hk * D;
-    size_t bytes = fc->elems * fz_esize(dt);
+    fc->rows = (size_t)nb * bs * Hk;
+    fc->elems = fc->rows * (size_t)D;
+    fc->row_bytes = ref_row_bytes(dt, (size_t)D);
+    size_t bytes = fc->rows * fc->row_bytes;
     fc->k = fz_alloc(bytes);
     fc->v = shared ? fc->k : fz_alloc(bytes);
     fc->c.key = fc->k; fc->c.value = fc->v;
@@ -374,9 +398,9 @@ FZ_FUNC void fz_cache_make(fz_cache *fc, uint64_t *rng, int nb, int bs, int Hk, 
     fc->kf = (float *)fz_alloc(sizeof(float) * (fc->elems ? fc->elems : 1));
     /* shared: one byte array, read with each scale (fp8 caches have two) */
     fc->vf = (float *)fz_alloc(sizeof(float) * (fc->elems ? fc->elems : 1));
-    for (size_t i = 0; i < fc->elems; i++) {
-        fz_put(fc->k, dt, i, fz_uniform(rng, -1.5f, 1.5f) / k_scale);
-        if (!shared) fz_put(fc->v, dt, i, fz_uniform(rng, -1.0f, 1.0f) / v_scale);
+    for (size_t r = 0; r < fc->rows; r++) {
+        fz_cache_fill_row(fc, fc->k, r, rng, -1.5f, 1.5f, k_scale);
+        if (!shared) fz_cache_fill_row(fc, fc->v, r, rng, -1.0f, 1.0f, v_scale);
     }
 }
 /* Element index of (block, KV head, offset, dim) in the arrays as made. */
@@ -384,20 +408,68 @@ FZ_FUNC size_t fz_cache_at(const fz_cache *fc, int64_t block, int h, int64_t off
     const attn_kv_cache *m = &fc->made;
     return (size_t)(((block * m->num_kv_heads + h) * m->block_size + off) * m->head_size + d);
 }
+/* Row index of (block, KV head, offset) in the arrays as made. */
+FZ_FUNC size_t fz_cache_row(const fz_cache *fc, int64_t block, int h, int64_t off) {
+    const attn_kv_cache *m = &fc->made;
+    return (size_t)((block * m->num_kv_heads + h) * m->block_size + off);
+}
+/* Makes every element of the row of (block, KV head, offset) NaN in both arrays: each element,
+   or each group's scale of an integer row (a NaN scale reads as NaN). */
+FZ_FUNC void fz_cache_poison(fz_cache *fc, int64_t block, int h, int64_t off) {
+    size_t r = fz_cache_row(fc, block, h, off);
+    int D = fc->made.head_size;
+    for (int d = 0; d < D; d++) {
+        if (!fz_is_int(fc->made.dtype)) {
+            fz_put(fc->k, fc->made.dtype, r * (size_t)D + (size_t)d, NAN);
+            fz_put(fc->v, fc->made.dtype, r * (size_t)D + (size_t)d, NAN);
+        } else if (d % 32 == 0) {
+            size_t at = r * fc->row_bytes + (size_t)d / 32 * (fc->made.dtype == ATTN_INT8 ? 34 : 18);
+            ((uint8_t *)fc->k)[at] = ((uint8_t *)fc->v)[at] = 0xc0;
+            ((uint8_t *)fc->k)[at + 1] = ((uint8_t *)fc->v)[at + 1] = 0x7f;
+        }
+    }
+}
 /* The dequantized copies, from the arrays as they are now. */
 FZ_FUNC void fz_cache_dequant(fz_cache *fc) {
     for (size_t i = 0; i < fc->elems; i++) {
-        fc->kf[i] = ref_element(fc->k, fc->made.dtype, i) * fc->made.k_scale;
-        fc->vf[i] = ref_element(fc->v, fc->made.dtype, i) * fc->made.v_scale;
+        fc->kf[i] = ref_row_element(fc->k, fc->made.dtype, fc->made.head_size, i) *
+                    fc->made.k_scale;
+        fc->vf[i] = ref_row_element(fc->v, fc->made.dtype, fc->made.head_size, i) *
+                    fc->made.v_scale;
     }
 }
-FZ_FUNC size_t fz_cache_bytes(const fz_cache *fc) { return fc->elems * fz_esize(fc->made.dtype); }
+FZ_FUNC size_t fz_cache_bytes(const fz_cache *fc) { return fc->rows * fc->row_bytes; }
+/* Bytes of one block of an array. */
+FZ_FUNC size_t fz_cache_block_bytes(const fz_cache *fc) {
+    return (size_t)fc->made.block_size * (size_t)fc->made.num_kv_heads * fc->row_bytes;
+}
+/* Whether two arrays of fc's geometry hold the same rows (ref_rows_same: any NaN scale of an
+   integer row as any other, which the documentation leaves open). */
+FZ_FUNC int fz_cache_same(const fz_cache *fc, const void *a, const void *b) {
+    for (size_t r = 0; r < fc->rows; r++)
+        if (!ref_rows_same((const char *)a + r * fc->row_bytes, (const char *)b + r * fc->row_bytes,
+                           fc->made.dtype, (size_t)fc->made.head_size))
+            return 0;
+    return 1;
+}
 FZ_FUNC void fz_cache_free(fz_cache *fc) {
     if (fc->v != fc->k) free(fc->v);
     free(fc->k); free(fc->kf); free(fc->vf);
 }
+/* Row of the integer cache fc at row index r of arr, quantised (ref_int_row_quantize) from D
+   elements of rows R from element at. */
+FZ_FUNC void fz_model_int_row(const fz_cache *fc, void *arr, size_t r, const fz_rows *R,
+                              size_t at) {
+    float x[ATTN_MAX_HEAD_SIZE];
+    for (int d = 0; d < fc->made.head_size; d++)
+        x[d] = ref_element(R->r.data, R->r.dtype, at + (size_t)d);
+    ref_int_row_quantize((char *)arr + r * fc->row_bytes, fc->made.dtype, x,
+                         (size_t)fc->made.head_size);
+}
+
 /* The expected cache after the writes: rows of the cache dtype copied, others rounded once
-   (fp8 after dividing by the scale); slot -1 skipped; the last of duplicate slots wins. */
+   (fp8 after dividing by the scale; an integer row quantised as attn_dtype_row_bytes says);
+   slot -1 skipped; the last of duplicate slots wins. */
 FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, const fz_rows *k,
                              const fz_rows *v,
                          const int64_t *slots, int n) {
@@ -405,7 +477,13 @@ FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, con
     int Hk = m->num_kv_heads, D = m->head_size;
     for (int t = 0; t < n; t++) {
         if (slots[t] < 0) continue;
-        for (int h = 0; h < Hk; h++)
+        for (int h = 0; h < Hk; h++) {
+            if (fz_is_int(m->dtype)) {
+                size_t r = fz_cache_row(fc, slots[t] / m->block_size, h, slots[t] % m->block_size);
+                fz_model_int_row(fc, kbytes, r, k, (size_t)(t * k->stride + h * D));
+                fz_model_int_row(fc, vbytes, r, v, (size_t)(t * v->stride + h * D));
+                continue;
+            }
             for (int d = 0; d < D; d++) {
                 size_t at =
                         fz_cache_at(fc, slots[t] / m->block_size, h, slots[t] % m->block_size, d);
@@ -421,19 +499,22 @@ FZ_FUNC void fz_model_writes(const fz_cache *fc, void *kbytes, void *vbytes, con
                 else fz_put(vbytes, m->dtype, at,
                             ref_element(v->r.data, v->r.dtype, vi) / m->v_scale);
             }
+        }
     }
 }
 
 /* Is the struct a valid cache by the documentation (attn_kv_cache, attn_kv_cache_init)? Key and
    value non-NULL, every size >= 1, head size <= ATTN_MAX_HEAD_SIZE, a dtype of the list, arrays
-   whose size fits a size_t, scales finite and > 0, and exactly 1 unless the dtype is fp8. */
+   (rows of attn_dtype_row_bytes) whose size fits a size_t, scales finite and > 0, and exactly 1
+   unless the dtype is fp8 (the integer caches' scales are in their rows). */
 FZ_FUNC int fz_cache_struct_valid(const attn_kv_cache *c) {
     if (!c || !c->key || !c->value) return 0;
     if (c->num_blocks < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->head_size < 1) return 0;
-    if (c->head_size > ATTN_MAX_HEAD_SIZE || fz_esize(c->dtype) == 0) return 0;
-    uint64_t n = fz_esize(c->dtype), limit = ((uint64_t)(size_t)-1 - 256) / 2;
-    int64_t f[4] = {c->num_blocks, c->block_size, c->num_kv_heads, c->head_size};
-    for (int i = 0; i < 4; i++) {  /* two arrays and their alignment slack must fit a size_t */
+    if (c->head_size > ATTN_MAX_HEAD_SIZE || ref_row_bytes(c->dtype, 1) == 0) return 0;
+    uint64_t n = ref_row_bytes(c->dtype, (size_t)c->head_size),
+             limit = ((uint64_t)(size_t)-1 - 256) / 2;
+    int64_t f[3] = {c->num_blocks, c->block_size, c->num_kv_heads};
+    for (int i = 0; i < 3; i++) {  /* two arrays and their alignment slack must fit a size_t */
         if (n > limit / (uint64_t)f[i]) return 0;
         n *= (uint64_t)f[i];
     }

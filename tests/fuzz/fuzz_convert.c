@@ -2,22 +2,35 @@
    subnormal and fp8 code), with scales valid and not, in place and across its 256-element
    chunks; and the bias builders (attn_make_alibi_bias, attn_make_sliding_window_bias,
    attn_make_bias, attn_alibi_slopes) against tests/ref.h.
-   attn_convert's model: each element is decoded exactly (attn_*_to_f32), times the scale when the
-   source is fp8, divided by it when the destination is fp8, and encoded once (attn_f32_to_*):
-   the bulk path must give those bits (a NaN may carry another payload). An error changes
-   nothing in the destination. */
+   attn_convert's model: each element is decoded exactly (attn_*_to_f32; an integer source's n
+   elements as one row, tests/ref.h's ref_row_element), times the scale when the source is fp8,
+   divided by it when the destination is fp8, and encoded once (attn_f32_to_*; an integer row by
+   ref_int_row_quantize, or its own bytes when source and destination are that dtype): the bulk
+   path must give those bits (a NaN may carry another payload). An error changes nothing in the
+   destination. */
 #include "fuzz.h"
 
 static int is_nan_code(const void *p, attn_dtype dt, size_t i) {
     return isnan(ref_element(p, dt, i));
 }
+static int dtype_valid(attn_dtype dt) { return ref_row_bytes(dt, 1) != 0; }
+/* Bytes of n elements of dt (an integer dtype's n elements are one row); 1 a element for a
+   dtype that is not one. */
+static size_t dtype_bytes(attn_dtype dt, size_t n) {
+    return dtype_valid(dt) ? ref_row_bytes(dt, n) : n;
+}
+/* Element i of n in dt at p (an integer dtype: element i of one row of n). */
+static float element_of(const void *p, attn_dtype dt, size_t n, size_t i) {
+    return fz_is_int(dt) ? ref_row_element(p, dt, (int)n, i) : ref_element(p, dt, i);
+}
 
 static void op_convert(fz_in *in, uint64_t *rng) {
     fz_expect ex = {0};
     int sd = fz_int(&*in, 0, 15), dd = fz_int(in, 0, 15);
-    attn_dtype src_dt = (attn_dtype)(sd < 15 ? sd % 5 : fz_int(in, 5, 40));
-    attn_dtype dst_dt = (attn_dtype)(dd < 15 ? dd % 5 : -fz_int(in, 1, 3));
-    fz_bad_if(&ex, fz_esize(src_dt) == 0 || fz_esize(dst_dt) == 0, ATTN_ERR_INVALID_ARG);
+    attn_dtype src_dt = (attn_dtype)(sd < 14 ? sd % ATTN_DTYPE_COUNT
+                                             : fz_int(in, ATTN_DTYPE_COUNT, 40));
+    attn_dtype dst_dt = (attn_dtype)(dd < 14 ? dd % ATTN_DTYPE_COUNT : -fz_int(in, 1, 3));
+    fz_bad_if(&ex, !dtype_valid(src_dt) || !dtype_valid(dst_dt), ATTN_ERR_INVALID_ARG);
     int rs = fz_int(in, 0, 15);
     float scale = rs < 6 ? 0.0f : rs < 9 ? 1.0f : rs < 14 ? fz_uniform(rng, 0.001f, 100.0f)
                 : rs == 14 ? -fz_uniform(rng, 0.0f, 2.0f) : fz_hostile_float(in);
@@ -26,34 +39,48 @@ static void op_convert(fz_in *in, uint64_t *rng) {
     float s = scale == 0.0f ? 1.0f : scale;
     fz_bad_if(&ex, s != 1.0f && !fz_is_fp8(src_dt) && !fz_is_fp8(dst_dt), ATTN_ERR_INVALID_ARG);
     size_t n = (size_t)(fz_chance(in, 32) ? fz_int(in, 0, 700) : fz_int(in, 0, 40));
-    size_t ssz = fz_esize(src_dt) ? fz_esize(src_dt) : 1,
-           dsz = fz_esize(dst_dt) ? fz_esize(dst_dt) : 1;
-    int in_place = ssz == dsz && fz_chance(in, 48);
+    size_t sb = dtype_bytes(src_dt, n), db = dtype_bytes(dst_dt, n);
+    /* in place: element dtypes of one size; an integer side with any dtype (only its own is
+       allowed, and only with n > 0 is there a row to be in place) */
+    int ints = fz_is_int(src_dt) || fz_is_int(dst_dt);
+    int in_place = (ints || fz_esize(src_dt) == fz_esize(dst_dt)) && fz_chance(in, 48);
+    fz_bad_if(&ex, in_place && ints && n > 0 && src_dt != dst_dt, ATTN_ERR_INVALID_ARG);
     int null_src = fz_chance(in, 4), null_dst = fz_chance(in, 4);
     fz_bad_if(&ex, n > 0 && (null_src || null_dst), ATTN_ERR_INVALID_ARG);
     /* the source: the input's own bytes, then random ones */
-    uint8_t *src = (uint8_t *)fz_alloc(n * ssz),
-             *dst = in_place ? src : (uint8_t *)fz_alloc(n * dsz);
-    for (size_t i = 0; i < n * ssz; i++) src[i] = in->at < in->n ? (uint8_t)fz_u8(in)
-        : (uint8_t)fz_rand(rng);
+    uint8_t *src = (uint8_t *)fz_alloc(in_place ? FZ_MAX(sb, db) : sb),
+             *dst = in_place ? src : (uint8_t *)fz_alloc(db);
+    for (size_t i = 0; i < (in_place ? FZ_MAX(sb, db) : sb); i++)
+        src[i] = in->at < in->n ? (uint8_t)fz_u8(in) : (uint8_t)fz_rand(rng);
     if (!in_place)
-        for (size_t i = 0; i < n * dsz; i++) dst[i] = (uint8_t)fz_rand(rng);
-    uint8_t *orig = (uint8_t *)fz_alloc(n * ssz);
-    memcpy(orig, src, n * ssz);
+        for (size_t i = 0; i < db; i++) dst[i] = (uint8_t)fz_rand(rng);
+    uint8_t *orig = (uint8_t *)fz_alloc(sb);
+    memcpy(orig, src, sb);
     fz_snaps sn = {0};
-    fz_snap(&sn, "destination", dst, n * dsz);
+    fz_snap(&sn, "destination", dst, db);
     attn_status st =
             attn_convert(null_dst ? NULL : dst, dst_dt, null_src ? NULL : src, src_dt, n, scale);
     fz_check_status(&ex, st, "attn_convert");
     fz_unchanged_on_error(&sn, st, "attn_convert");
-    if (st == ATTN_OK) {
-        uint8_t *want = (uint8_t *)fz_alloc(n * dsz);
+    if (st == ATTN_OK && n > 0) {
+        uint8_t *want = (uint8_t *)fz_alloc(db);
+        float *x = (float *)fz_alloc(sizeof(float) * n);
         for (size_t i = 0; i < n; i++) {
-            float x = ref_element(orig, src_dt, i);
-            if (fz_is_fp8(src_dt)) x *= s;
-            if (fz_is_fp8(dst_dt)) x /= s;
-            fz_put(want, dst_dt, i, x);
-            int both_nan = isnan(x) && is_nan_code(dst, dst_dt, i);
+            x[i] = element_of(orig, src_dt, n, i);
+            if (fz_is_fp8(src_dt)) x[i] *= s;
+            if (fz_is_fp8(dst_dt)) x[i] /= s;
+        }
+        if (fz_is_int(dst_dt)) {  /* a row: its own dtype's bytes, or the reference's */
+            if (dst_dt == src_dt) memcpy(want, orig, db);
+            else ref_int_row_quantize(want, dst_dt, x, n);
+            FZ_REQUIRE(dst_dt == src_dt ? !memcmp(want, dst, db) : ref_rows_same(want, dst, dst_dt, n),
+                       "attn_convert %s -> %s scale %g, n %zu: the row differs from the model's",
+                       attn_dtype_name(src_dt), attn_dtype_name(dst_dt), scale, n);
+        }
+        for (size_t i = 0; i < n && !fz_is_int(dst_dt); i++) {
+            size_t dsz = fz_esize(dst_dt);
+            fz_put(want, dst_dt, i, x[i]);
+            int both_nan = isnan(x[i]) && is_nan_code(dst, dst_dt, i);
             FZ_REQUIRE(both_nan || !memcmp(want + i * dsz, dst + i * dsz, dsz),
                        "attn_convert %s -> %s scale %g, element %zu of %zu: got %.9g, the model "
                        "%.9g",
@@ -61,7 +88,7 @@ static void op_convert(fz_in *in, uint64_t *rng) {
                        ref_element(dst, dst_dt, i),
                        ref_element(want, dst_dt, i));
         }
-        free(want);
+        free(want); free(x);
     }
     fz_snaps_free(&sn);
     if (!in_place) free(dst);

@@ -4,7 +4,8 @@
    copies, NULLs, rows and workspaces.
    The model (below, from the documentation of attn_forward and attn_metadata) predicts the
    status and, for an accepted call, everything it does: the cache after the block copies and
-   the writes (bit for bit: rows of the cache dtype are copied, others rounded once), then every
+   the writes (bit for bit: rows of the cache dtype are copied, others rounded once, integer rows
+   quantised by the reference of tests/ref.h), then every
    output row against tests/ref.h over the keys the model's cache holds. An error changes no
    output and no cache byte; the same call at another thread count gives the same bits (outputs
    and cache). */
@@ -226,12 +227,7 @@ static void mark_unread(fcase *c, attn_type type) {
     }
     for (int64_t slot = 0; slot < (int64_t)m->num_blocks * bs; slot++)
         if (!read[slot])
-            for (int h = 0; h < m->num_kv_heads; h++)
-                for (int d = 0; d < m->head_size; d++) {
-                    size_t at = fz_cache_at(&c->fc, slot / bs, h, slot % bs, d);
-                    fz_put(c->fc.k, m->dtype, at, NAN);
-                    fz_put(c->fc.v, m->dtype, at, NAN);
-                }
+            for (int h = 0; h < m->num_kv_heads; h++) fz_cache_poison(&c->fc, slot / bs, h, slot % bs);
     free(read);
 }
 
@@ -560,7 +556,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t cb = fz_cache_bytes(&c.fc);
         void *kb = fz_alloc(cb), *vb = fz_alloc(cb);
         memcpy(kb, outs.copy[ki], cb); memcpy(vb, outs.copy[vi], cb);
-        size_t block_bytes = fz_cache_at(&c.fc, 1, 0, 0, 0) * fz_esize(c.fc.made.dtype);
+        size_t block_bytes = fz_cache_block_bytes(&c.fc);
         for (int i = 0; i < md->num_blocks_to_copy; i++) {  /* copies first, then writes */
             size_t from = (size_t)md->blocks_to_copy[2 * i] * block_bytes;
             size_t to = (size_t)md->blocks_to_copy[2 * i + 1] * block_bytes;
@@ -570,8 +566,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const int64_t *wslots = type == ATTN_ENCODER_DECODER ? md->cross_slot_mapping
                                 : md->slot_mapping;
         if (c.write_tokens) fz_model_writes(&c.fc, kb, vb, &c.k, &c.v, wslots, c.write_tokens);
-        FZ_REQUIRE(!memcmp(kb, c.fc.k, cb) &&
-                   !memcmp(vb, c.fc.v, cb), "attn_forward: the cache differs "
+        FZ_REQUIRE(fz_cache_same(&c.fc, kb, c.fc.k) &&
+                   fz_cache_same(&c.fc, vb, c.fc.v), "attn_forward: the cache differs "
                    "from the model's writes (%d tokens)", c.write_tokens);
         free(kb); free(vb);
         /* the outputs, against the reference over the model's keys */

@@ -100,12 +100,7 @@ static int32_t *gen_tables(fz_in *in, uint64_t *rng, kcache *kc, const int32_t *
                 covered[(size_t)t[s * *max_blocks + pos / bs] * bs + (size_t)(pos % bs)] = 1;
         for (int64_t slot = 0; slot < (int64_t)m->num_blocks * m->block_size; slot++) {
             if (covered[slot]) continue;
-            for (int h = 0; h < m->num_kv_heads; h++)
-                for (int d = 0; d < m->head_size; d++) {
-                    size_t at = fz_cache_at(&kc->fc, slot / bs, h, slot % bs, d);
-                    fz_put(kc->fc.k, m->dtype, at, NAN);
-                    fz_put(kc->fc.v, m->dtype, at, NAN);
-                }
+            for (int h = 0; h < m->num_kv_heads; h++) fz_cache_poison(&kc->fc, slot / bs, h, slot % bs);
         }
         free(covered);
     }

@@ -1,6 +1,7 @@
 /* fuzz_kv.c - the paged cache's own operations on fuzzed arguments:
    - attn_write_kv: slots negative, -1, duplicated, past the end; rows of any dtype and stride;
-     the cache after the call equals a model of the serial loop (last duplicate wins) bit for bit;
+     the cache after the call equals a model of the serial loop (last duplicate wins) bit for bit
+     (integer rows: quantised by tests/ref.h's reference, any NaN scale as any other);
    - attn_swap_blocks / attn_copy_blocks: pairs in and out of range, repeated destinations, a block
      both source and destination, one cache or two, mismatched geometry; the caches after the call
      equal the model's copies;
@@ -37,8 +38,8 @@ static void break_cache(fz_in *in, uint64_t *rng, attn_kv_cache *c) {
                 : huge[fz_int(in, 0, 3)]; break;
             case 5: c->head_size = fz_chance(in, 128) ? fz_int(in, -2, 0)
                 : ATTN_MAX_HEAD_SIZE + fz_int(in, 0, 2); break;
-            case 6: c->dtype =
-                    (attn_dtype)(fz_chance(in, 128) ? fz_int(in, 0, 4) : fz_int(in, 5, 99)); break;
+            case 6: c->dtype = (attn_dtype)(fz_chance(in, 128) ? fz_int(in, 0, ATTN_DTYPE_COUNT - 1)
+                                                   : fz_int(in, ATTN_DTYPE_COUNT, 99)); break;
             case 7: c->k_scale = scales[fz_int(in, 0, 7)]; break;
             case 8: c->v_scale = scales[fz_int(in, 0, 7)]; break;
             case 9: c->k_scale = c->v_scale = fz_uniform(rng, 0.01f, 4.0f); break;
@@ -94,13 +95,13 @@ static void op_write_kv(fz_in *in, uint64_t *rng) {
         memcpy(vb, outs.n > 1 ? outs.copy[1] : outs.copy[0], cb);
         if (fc.v == fc.k) {  /* one buffer: each slot ends with its value */
             fz_model_writes(&fc, kb, kb, &k, &v, slots, n);
-            FZ_REQUIRE(!memcmp(kb, fc.k, cb),
+            FZ_REQUIRE(fz_cache_same(&fc, kb, fc.k),
                        "attn_write_kv: the shared buffer differs from the model");
         } else {
             fz_model_writes(&fc, kb, vb, &k, &v, slots, n);
-            FZ_REQUIRE(!memcmp(kb, fc.k, cb),
+            FZ_REQUIRE(fz_cache_same(&fc, kb, fc.k),
                        "attn_write_kv: the keys differ from the model (%d tokens)", n);
-            FZ_REQUIRE(!memcmp(vb, fc.v, cb),
+            FZ_REQUIRE(fz_cache_same(&fc, vb, fc.v),
                        "attn_write_kv: the values differ from the model (%d tokens)", n);
         }
         free(kb); free(vb);
@@ -144,7 +145,7 @@ static void pairs_model(const int64_t *pr, int n, int64_t src_blocks, int64_t ds
 static void model_copy(const fz_cache *src, const void *sk, const void *sv, const fz_cache *dst,
                        void *dk,
                        void *dv, int64_t a, int64_t b) {
-    size_t bb = fz_cache_at(src, 1, 0, 0, 0) * fz_esize(src->made.dtype);
+    size_t bb = fz_cache_block_bytes(src);
     memcpy((char *)dk + (size_t)b * bb, (const char *)sk + (size_t)a * bb, bb);
     memcpy((char *)dv + (size_t)b * bb, (const char *)sv + (size_t)a * bb, bb);
     (void)dst;
