@@ -49,7 +49,7 @@ CC_clang    := clang
 FLAGS_clang := $(OPT)
 endif
 
-.PHONY: all run test test-builds sanitize bench bench-onednn bench-decode-tiles bench-ggml examples clean \
+.PHONY: all run test test-builds sanitize bench bench-kv-accuracy bench-onednn bench-decode-tiles bench-ggml examples clean \
         compile-checks bitwise compile-time install uninstall fuzz fuzz-seeds stress valgrind
 all: $(B)/test_default $(B)/quickstart $(B)/ex_llama
 
@@ -188,8 +188,14 @@ stress: $(B)/stress
 BENCH_FLAGS ?= -O3 -fopenmp
 $(B)/attn_bench: bench/attn_bench.c attn.h | $(B)
 	$(CC) -std=c99 -Wall -Wextra $(BENCH_FLAGS) -I. $< -o $@ $(LDLIBS) $(BENCH_LIBS)
-bench: $(B)/attn_bench
+bench: $(B)/attn_bench $(B)/kv_accuracy
 	./$(B)/attn_bench
+
+# The KV cache formats' own error, by dtype (bench/kv_accuracy.c; docs/PERF.md#kv-accuracy).
+$(B)/kv_accuracy: bench/kv_accuracy.c attn.h | $(B)
+	$(CC) $(WARN) -O2 -fopenmp -I. $< -o $@ $(LDLIBS)
+bench-kv-accuracy: $(B)/kv_accuracy
+	./$(B)/kv_accuracy
 
 # The bench with both GEMM engines (--gemm native|onednn).
 $(B)/attn_bench_onednn: bench/attn_bench.c attn.h | $(B)

@@ -36,7 +36,8 @@
    Build: cc -O2 -fopenmp -I. examples/llama.c -o llama -lm
    Usage: llama model.bin [-z tokenizer.bin] [-p PROMPT]... [-f PROMPTS_FILE] [--arrive 0,0,3]
                 [-n K] [-m MAX_NEW] [--temp T] [--top-p P] [--seed S] [--chunk N]
-                [--batch-tokens N] [--max-seqs N] [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2]
+                [--batch-tokens N] [--max-seqs N]
+                [--kv-dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2|int8|int4]
                 [--block-size N] [--blocks N] [--threads N] [--backend sdpa|ipex]
                 [--system TEXT] [--prefix-cache on|off] [--shared-prefixes on|off]
                 [--ignore-eos] [--dump FILE] [-q]
@@ -1028,8 +1029,10 @@ static void dump(FILE *f, const model *m, const sample *s, int ns, const options
 }
 
 static int parse_dtype(const char *s, attn_dtype *d) {
-    static const attn_dtype all[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_FP8_E4M3, ATTN_FP8_E5M2};
-    for (int i = 0; i < 5; i++) if (!strcmp(s, attn_dtype_name(all[i]))) { *d = all[i]; return 1; }
+    static const attn_dtype all[] = {ATTN_F32,      ATTN_F16,      ATTN_BF16, ATTN_FP8_E4M3,
+                                     ATTN_FP8_E5M2, ATTN_INT8, ATTN_INT4};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, attn_dtype_name(all[i]))) { *d = all[i]; return 1; }
     return 0;
 }
 

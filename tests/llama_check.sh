@@ -1,15 +1,20 @@
 #!/bin/sh
 # The llama runner (examples/llama.c) against a naive double-precision forward pass
 # (tests/llama_ref.c, no attn.h): a tiny checkpoint from examples/make_checkpoint.c, several
-# prompts served together with continuous batching, at 1 and 2 threads, f32/f16/bf16/fp8 caches,
-# with and without chunked prefill, forks (-n), preemption (a small pool), a shared system
-# prompt (--system), and with the prefix cache on (the default) and off. For every generated token the runner's logits must be within TOL of the
-# reference's (teacher-forced on the runner's tokens) and greedy tokens must be the reference's
-# argmax: the first token of a sample always (fp8: unless a near tie), the later ones unless the
-# reference's two best are within 2*TOL (a near tie). TOL: f32 1e-4; f16 0.01; bf16 0.05; fp8
-# e4m3 0.5, e5m2 1.0 (the logits have a standard deviation of about 4; the cache's rounding
-# moves them by up to ~0.015 for bf16 and ~0.5 for fp8 on this model). Sampling (--temp/--top-p)
-# must give the same tokens at 1 and 2 threads. Last line: "N passed, N failed".
+# prompts served together with continuous batching, at 1 and 2 threads, f32/f16/bf16/fp8/int8/int4
+# caches, with and without chunked prefill, forks (-n), preemption (a small pool), a shared system
+# prompt (--system), and with the prefix cache on (the default) and off. For every generated token
+# the runner's logits must be within TOL of the reference's (teacher-forced on the runner's tokens)
+# and greedy tokens must be the reference's argmax: the first token of a sample always (fp8: unless
+# a near tie), the later ones unless the reference's two best are within 2*TOL (a near tie). TOL:
+# f32 1e-4; f16 0.01; bf16 0.05; fp8 e4m3 0.5, e5m2 1.0 (the logits have a standard deviation of
+# about 4; the cache's rounding moves them by up to ~0.015 for bf16 and ~0.5 for fp8 on this model).
+# The integer caches are checked against a reference that quantises its keys and values by the
+# documented rule (llama_ref --kv int8|int4), so the check is of the kernels over the same quantised
+# cache: int8 5e-3, int4 0.02 (measured 8e-4 and 8e-6, from the odd code that the f32 and double
+# projections round to either side of; the format itself moves the logits by ~0.05 (int8) and ~0.6
+# (int4) on this model, far outside these). Sampling (--temp/--top-p) must give the same tokens at 1
+# and 2 threads. Last line: "N passed, N failed".
 # Usage: sh tests/llama_check.sh BUILD_DIR [CC]   (uses BUILD/ex_llama and
 # BUILD/ex_make_checkpoint when they exist, else builds them)
 B=${1:-build}; CC=${2:-cc}
@@ -27,7 +32,8 @@ M=$B/llama_tiny.bin; Z=$B/llama_tiny_tok.bin; M_SHARED=$B/llama_tiny_shared.bin
 passed=0; failed=0
 ok() { passed=$((passed + 1)); echo "PASS $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-# name | runner flags | tolerance | what the stats line must show (a grep -E pattern, or -)
+# name | runner flags | tolerance | what the stats line must show (a grep -E pattern, or -) |
+# llama_ref's options (--first-ties, --kv DTYPE)
 check() {
     name=$1; flags=$2; tol=$3; want=$4; ties=${5:-}
     out=$(OMP_WAIT_POLICY=passive "$B/ex_llama" "$M" -z "$Z" -m 20 --dump "$B/llama_$name.dump" $flags \
@@ -53,6 +59,13 @@ check bf16_t1       "--threads 1 --ignore-eos --kv-dtype bf16"                  
 check bf16_t2_fork  "--threads 2 --ignore-eos --kv-dtype bf16 --chunk 4 -n 2 $SMALL" 0.05 "$PRE"
 check e4m3_t2_fork  "--threads 2 --ignore-eos --kv-dtype fp8_e4m3 --chunk 4 -n 2 $SMALL" 0.5 "$PRE" --first-ties
 check e5m2_t1       "--threads 1 --ignore-eos --kv-dtype fp8_e5m2 --chunk 6"        1.0 - --first-ties
+check int8_t2_fork  "--threads 2 --ignore-eos --kv-dtype int8 --chunk 4 -n 2 $SMALL" 5e-3 "$PRE" "--kv int8"
+check int4_t2_fork  "--threads 2 --ignore-eos --kv-dtype int4 --chunk 4 -n 2 $SMALL" 0.02 "$PRE" "--kv int4"
+check int4_t1       "--threads 1 --ignore-eos --kv-dtype int4 --chunk 6"            0.02 - "--kv int4"
+# The same int4 run against the unquantised reference must fail: the tolerance sees the format.
+if "$B/llama_ref" "$M" "$B/llama_int4_t1.dump" 0.02 > /dev/null 2>&1; then
+    bad "int4: the logits are within 0.02 of the unquantised reference too (the check cannot see the format)"
+else ok "int4: the unquantised reference is further than 0.02 (the check sees the quantisation)"; fi
 check sample_t1     "--threads 1 --ignore-eos --temp 0.8 --top-p 0.9 --seed 7 -n 3 --chunk 4 $SMALL" 1e-4 "$PRE"
 check sample_t2     "--threads 2 --ignore-eos --temp 0.8 --top-p 0.9 --seed 7 -n 3 --chunk 4 $SMALL" 1e-4 "$PRE"
 if cmp -s "$B/llama_sample_t1.tokens" "$B/llama_sample_t2.tokens" && [ -s "$B/llama_sample_t1.tokens" ]; then

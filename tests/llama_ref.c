@@ -3,7 +3,15 @@
    a llama2.c checkpoint and the --dump of examples/llama.c, replays every sample's tokens one
    position at a time, and compares the runner's logits with its own at every generated token.
 
-   Usage: llama_ref model.bin dump.txt TOL [--first-ties]
+   Usage: llama_ref model.bin dump.txt TOL [--first-ties] [--kv int8|int4]
+   --kv: the runner's cache is integer; every key (after RoPE) and value row of a KV head is
+   quantised here as attn.h documents its int8/int4 rows (attn_dtype_row_bytes), written anew from
+   that text: groups of 32 elements of the row (as f32), scale = bf16(max |x| / 127, or / 7),
+   rounded to nearest even (the smallest bf16 subnormal when a nonzero group's scale rounds to 0),
+   element = RNE(x / scale) saturated to +-127 (+-7), times the scale. The reference then attends
+   over those values in double, so the check compares the kernels on the same quantised cache,
+   not the format with f32 (only roundings of the f32 and double projections that land on either
+   side of a code's boundary differ, rarely, by one code).
    Checks, for every sample:
    - |runner logit - reference logit| <= TOL for every vocabulary entry of every generated token;
    - greedy dumps: each generated token is the runner's argmax, and the reference's argmax unless
@@ -20,6 +28,7 @@
 #include <string.h>
 
 static int dim, hidden, layers, heads, kv_heads, vocab, seq_len, hs, kvd;
+static int kv_int;  /* --kv: 0 (unquantised), 127 (int8) or 7 (int4): the largest code */
 static const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
 
 static int load(const char *path) {
@@ -78,6 +87,34 @@ static void rot(double *v, int n_heads, int pos) {
         }
 }
 
+/* f to bfloat16 (round to nearest even; f is finite and >= 0), as a float. */
+static float to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Row r[0 .. hs) through the integer cache's rounding (--kv; see the top of this file). */
+static void quantise_row(double *r) {
+    for (int g = 0; g < hs; g += 32) {
+        int m = hs - g < 32 ? hs - g : 32;
+        float x[32], most = 0.0f;
+        for (int i = 0; i < m; i++) {
+            x[i] = (float)r[g + i];
+            if (fabsf(x[i]) > most) most = fabsf(x[i]);
+        }
+        float scale = to_bf16(most / (float)kv_int);
+        if (most > 0.0f && scale == 0.0f) scale = ldexpf(1.0f, -133);  /* bf16's least */
+        for (int i = 0; i < m; i++) {
+            float c = scale > 0.0f ? rintf(x[i] / scale) : 0.0f;  /* rint: nearest even */
+            c = c > (float)kv_int ? (float)kv_int : c < (float)-kv_int ? (float)-kv_int : c;
+            r[g + i] = (double)(c * scale);
+        }
+    }
+}
+
 /* Logits after each of tokens[0 .. n) (position p's row in logits[p * vocab]). */
 static void run(const int *tokens, int n, double *logits) {
     double *K = (double *)malloc(sizeof(double) * (size_t)layers * n * kvd);
@@ -98,6 +135,10 @@ static void run(const int *tokens, int n, double *logits) {
             mat(vc + (size_t)p * kvd, xb, wv + (size_t)l * kvd * dim, dim, kvd);
             rot(q, heads, p);
             rot(kc + (size_t)p * kvd, kv_heads, p);
+            for (int h = 0; kv_int && h < kv_heads; h++) {
+                quantise_row(kc + (size_t)p * kvd + (size_t)h * hs);
+                quantise_row(vc + (size_t)p * kvd + (size_t)h * hs);
+            }
             for (int h = 0; h < heads; h++) {
                 int kh = h / (heads / kv_heads);
                 double mx = -1e300, sum = 0.0;
@@ -131,12 +172,20 @@ static void run(const int *tokens, int n, double *logits) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "--first-ties"))) {
-        fprintf(stderr, "usage: llama_ref model.bin dump.txt TOL [--first-ties]\n");
+    int first_ties = 0, usage = argc < 4;
+    for (int i = 4; i < argc && !usage; i++) {
+        if (!strcmp(argv[i], "--first-ties")) first_ties = 1;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "int8"))
+            kv_int = 127, i++;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc && !strcmp(argv[i + 1], "int4"))
+            kv_int = 7, i++;
+        else usage = 1;
+    }
+    if (usage) {
+        fprintf(stderr, "usage: llama_ref model.bin dump.txt TOL [--first-ties] [--kv int8|int4]\n");
         return 2;
     }
     double tol = atof(argv[3]);
-    int first_ties = argc == 5;
     if (!load(argv[1])) { printf("FAIL: cannot read %s\n", argv[1]); return 1; }
     FILE *f = fopen(argv[2], "r");
     int ns = 0, dv = 0, greedy = 0;
