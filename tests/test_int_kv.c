@@ -371,8 +371,8 @@ TEST(int_kv_write_kv_rows_strides_padding_duplicates) {
                 attn_dtype cdt = tki_ints[d], kdt = (attn_dtype)adt,
                            vdt = (attn_dtype)((adt + di) % 3);
                 int D = Ds[di], S = HK * D + (di % 2 ? 3 : 0);  /* odd cases: strided rows */
-                attn_kv_cache c, want;
-                void *mem, *wmem;
+                attn_kv_cache c;
+                void *mem;
                 REQUIRE(tk_cache_new(&c, &mem, NB, BS, HK, D, cdt, 0.0f, 1.0f) == ATTN_OK);
                 float *x = (float *)tu_alloc(sizeof(float) * T * S);
                 unsigned char *kraw = (unsigned char *)tu_alloc((size_t)T * S * 4),
@@ -384,19 +384,10 @@ TEST(int_kv_write_kv_rows_strides_padding_duplicates) {
                 /* slots: padding, the cache's first and last, one slot three times */
                 int64_t slots[T] = {0, NB * BS - 1, -1, 4, 7, 4, -1, 9, 4, 10, 2, 13};
                 attn_rows k = {kraw, kdt, S == HK * D ? 0 : S}, v = {vraw, vdt, S};
-                for (int i = 0; i < n_isa; i++)
-                    for (int th = 1; th <= 3; th += 2) {
-                        tk_fill_random_bytes(&c, &rng);
-                        tk_clone(&c, &want, &wmem);
-                        tk_ref_write(&want, k, v, slots, T);
-                        attn_exec e = tu_exec(isas[i], th);
-                        CHECK_STATUS(attn_write_kv(&c, k, v, slots, T, &e), ATTN_OK);
-                        CHECK_MSG(tk_same_rows(&c, &want), "isa %s threads %d %s D %d rows %s/%s",
-                                  attn_isa_name(isas[i]), th, attn_dtype_name(cdt), D,
-                                  attn_dtype_name(kdt), attn_dtype_name(vdt));
-                        free(wmem);
-                        runs++;
-                    }
+                char what[64];
+                snprintf(what, sizeof what, "%s D %d rows %s/%s", attn_dtype_name(cdt), D,
+                         attn_dtype_name(kdt), attn_dtype_name(vdt));
+                runs += tk_check_write_kv(&c, k, v, slots, T, isas, n_isa, &rng, what);
                 /* the last of the duplicates won: slot 4 (block 1, offset 1) reads back within
                    half a scale of token 8's key */
                 const uint8_t *row = (const uint8_t *)c.key + (size_t)((1 * HK + 0) * BS + 1) *
@@ -504,15 +495,7 @@ TEST(int_kv_swap_and_copy_move_whole_rows) {
         size_t bb = (size_t)BS * HK * (dt == ATTN_INT8 ? 37 : 36);  /* by hand */
         int64_t pairs[3][2] = {{0, 3}, {5, 0}, {0, 8}};
         CHECK_STATUS(attn_swap_blocks(&src, &dst, &pairs[0][0], 3), ATTN_OK);
-        for (int b = 0; b < 9; b++) {
-            int from = b == 3 ? 0 : b == 0 ? 5 : b == 8 ? 0 : -1;
-            const unsigned char *wk = from >= 0 ? (unsigned char *)src.key + from * bb
-                                                : (unsigned char *)snap.key + b * bb;
-            const unsigned char *wv = from >= 0 ? (unsigned char *)src.value + from * bb
-                                                : (unsigned char *)snap.value + b * bb;
-            CHECK_BITEQ((unsigned char *)dst.key + b * bb, wk, bb);
-            CHECK_BITEQ((unsigned char *)dst.value + b * bb, wv, bb);
-        }
+        tk_check_swap_038(&src, &dst, &snap, bb);
         CHECK(tk_same_contents(&src, &snap_src));
         /* copy within the cache, as copy-on-write does */
         memcpy(snap.key, dst.key, 9 * bb);

@@ -131,6 +131,21 @@ static int tk_same_contents(const attn_kv_cache *a, const attn_kv_cache *b) {
     return memcmp(a->key, b->key, n) == 0 && memcmp(a->value, b->value, n) == 0;
 }
 
+/* dst's nine blocks of bb bytes after attn_swap_blocks of the pairs {0,3} {5,0} {0,8}: the
+   named ones hold src's blocks, the others what snap (dst before) held. */
+static void tk_check_swap_038(const attn_kv_cache *src, const attn_kv_cache *dst,
+                              const attn_kv_cache *snap, size_t bb) {
+    for (int b = 0; b < 9; b++) {
+        int from = b == 3 ? 0 : b == 0 ? 5 : b == 8 ? 0 : -1;
+        const unsigned char *wk = from >= 0 ? (unsigned char *)src->key + from * bb
+                                            : (unsigned char *)snap->key + b * bb;
+        const unsigned char *wv = from >= 0 ? (unsigned char *)src->value + from * bb
+                                            : (unsigned char *)snap->value + b * bb;
+        CHECK_BITEQ((unsigned char *)dst->key + b * bb, wk, bb);
+        CHECK_BITEQ((unsigned char *)dst->value + b * bb, wv, bb);
+    }
+}
+
 /* Whether a cache holds the rows of a model of it (ref_rows_same: any NaN scale of an integer
    row as any other, since the text fixes only that it is a NaN). */
 static int tk_same_rows(const attn_kv_cache *a, const attn_kv_cache *b) {
@@ -286,6 +301,30 @@ TEST(kv_sizing_helpers_exact_and_round_trip) {
 
 /* ---- attn_write_kv ---- */
 
+/* attn_write_kv into c on each of the n_isa ISAs at 1 and 3 threads, each time over fresh random
+   bytes, against tk_ref_write: the rows written equal the reference's, the others untouched
+   (`what` names the case in a failure). Returns the runs made. */
+static int tk_check_write_kv(attn_kv_cache *c, attn_rows k, attn_rows v, const int64_t *slots,
+                             int T, const attn_isa *isas, int n_isa, uint64_t *rng,
+                             const char *what) {
+    int runs = 0;
+    for (int i = 0; i < n_isa; i++)
+        for (int th = 1; th <= 3; th += 2) {
+            attn_kv_cache want;
+            void *wmem;
+            tk_fill_random_bytes(c, rng);
+            tk_clone(c, &want, &wmem);
+            tk_ref_write(&want, k, v, slots, T);
+            attn_exec e = tu_exec(isas[i], th);
+            CHECK_STATUS(attn_write_kv(c, k, v, slots, T, &e), ATTN_OK);
+            CHECK_MSG(tk_same_rows(c, &want), "isa %s threads %d %s", attn_isa_name(isas[i]), th,
+                      what);
+            free(wmem);
+            runs++;
+        }
+    return runs;
+}
+
 TEST(write_kv_matches_reference_all_dtype_pairs) {
     enum { NB = 7, BS = 5, HK = 2, D = 37, T = 24, S = HK * D + 5 };
     attn_isa isas[ATTN_ISA_COUNT];
@@ -298,8 +337,8 @@ TEST(write_kv_matches_reference_all_dtype_pairs) {
         for (int cdt = 0; cdt < ATTN_DTYPE_COUNT; cdt++) {
             attn_dtype kdt = (attn_dtype)adt, vdt = (attn_dtype)((adt + cdt) % 3);
             int fp8 = attn__is_fp8((attn_dtype)cdt);
-            attn_kv_cache c, want;
-            void *mem, *wmem;
+            attn_kv_cache c;
+            void *mem;
             REQUIRE(tk_cache_new(&c, &mem, NB, BS, HK, D, (attn_dtype)cdt, fp8 ? 0.5f : 1.0f,
                                  fp8 ? 3.0f : 0.0f) == ATTN_OK);
             /* distinct slots in random order, some tokens padding (-1) */
@@ -314,18 +353,10 @@ TEST(write_kv_matches_reference_all_dtype_pairs) {
             tk_fill_wide(&rng, kdt, kraw, (size_t)T * S);
             tk_fill_wide(&rng, vdt, vraw, (size_t)T * S);
             attn_rows k = {kraw, kdt, S}, v = {vraw, vdt, S};
-            for (int i = 0; i < n_isa; i++)
-                for (int th = 1; th <= 3; th += 2) {
-                    tk_fill_random_bytes(&c, &rng);
-                    tk_clone(&c, &want, &wmem);
-                    tk_ref_write(&want, k, v, slots, T);
-                    attn_exec e = tu_exec(isas[i], th);
-                    CHECK_STATUS(attn_write_kv(&c, k, v, slots, T, &e), ATTN_OK);
-                    CHECK_MSG(tk_same_rows(&c, &want), "isa %s threads %d rows %s/%s cache %s",
-                              attn_isa_name(isas[i]), th, attn_dtype_name(kdt),
-                              attn_dtype_name(vdt), attn_dtype_name((attn_dtype)cdt));
-                    free(wmem);
-                }
+            char what[64];
+            snprintf(what, sizeof what, "rows %s/%s cache %s", attn_dtype_name(kdt),
+                     attn_dtype_name(vdt), attn_dtype_name((attn_dtype)cdt));
+            tk_check_write_kv(&c, k, v, slots, T, isas, n_isa, &rng, what);
             free(mem);
         }
     free(kraw);
@@ -699,15 +730,7 @@ TEST(swap_blocks_copies_exactly_and_validates) {
     size_t bb = tk_block_bytes(&src);
     int64_t pairs[3][2] = {{0, 3}, {5, 0}, {0, 8}};
     CHECK_STATUS(attn_swap_blocks(&src, &dst, &pairs[0][0], 3), ATTN_OK);
-    for (int b = 0; b < 9; b++) {
-        int from = b == 3 ? 0 : b == 0 ? 5 : b == 8 ? 0 : -1;
-        const unsigned char *wk = from >= 0 ? (unsigned char *)src.key + from * bb
-                                  : (unsigned char *)snap.key + b * bb;
-        const unsigned char *wv = from >= 0 ? (unsigned char *)src.value + from * bb
-                                  : (unsigned char *)snap.value + b * bb;
-        CHECK_BITEQ((unsigned char *)dst.key + b * bb, wk, bb);
-        CHECK_BITEQ((unsigned char *)dst.value + b * bb, wv, bb);
-    }
+    tk_check_swap_038(&src, &dst, &snap, bb);
     memcpy(snap.key, dst.key, tk_array_bytes(&dst));
     memcpy(snap.value, dst.value, tk_array_bytes(&dst));
     /* rejected calls leave dst untouched */
