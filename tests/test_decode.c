@@ -333,8 +333,8 @@ TEST(decode_every_kv_and_activation_dtype) {
    decoded once for both), three padded to a block of four (zero queries, whose logits nothing
    reads). Every cache dtype, head sizes of whole segments of the P.V accumulators or not (16,
    40, 80: what is left of a row runs in pairs of vectors, or as f32 copies where D is not a
-   multiple of two vectors), the bias options; the int8 and int4 caches on the head sizes below
-   128 but 8. */
+   multiple of two vectors), the bias options; the int8 and int4 caches on a head size of a group
+   and a part (40, through the f32 copies) and of two groups (64, in place on AVX-512 at G = 1). */
 TEST(decode_one_and_two_heads_per_kv_head) {
     const int Ds[] = {16, 40, 80, 128, 256, 4, 64, 8};
     const int HHk[][2] = {{4, 4}, {8, 4}, {6, 2}, {1, 1}};  /* G = 1, 2, 3, 1 */
@@ -344,7 +344,7 @@ TEST(decode_one_and_two_heads_per_kv_head) {
             for (int h = 0; h < 4; h++) {
                 td_case c = td_base();
                 if (i >= 4 && h >= 2) continue;  /* the added widths: G = 1 and 2 */
-                if (attn__is_int((attn_dtype)kv) && (Ds[i] >= 128 || Ds[i] == 8)) continue;
+                if (attn__is_int((attn_dtype)kv) && Ds[i] != 40 && Ds[i] != 64) continue;
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = (attn_dtype)kv; c.act_dt = (attn_dtype)((i + h) % 3);
                 c.alibi = (i + h) % 2; c.window = h == 2 ? 100 : 0; c.cap = i == 2 ? 3.0f : 0.0f;
@@ -361,7 +361,7 @@ TEST(decode_one_and_two_heads_per_kv_head) {
    the rest in fours, twos and ones (five as 4 + 1, six as 4 + 2, seven padded to eight, twelve
    as 8 + 4); otherwise, and over the other dtypes, in fours and ones (three padded to four). Head sizes that are not whole pairs of vectors (40, 48 with AVX-512) go
    through the f32 copies: checked here all the same, with every ratio. The int8 and int4
-   caches on head sizes of half a group, of a whole and a half (40) and two and a half (80). */
+   caches on head sizes of a group and a half (40) and two and a half (80), G = 8, 16, 5, 3. */
 TEST(decode_wide_head_groups) {
     const int Ds[] = {16, 32, 48, 64, 80, 128, 256, 40};
     /* G = 8, 12, 16, 8, 5, 6, 3 */
@@ -375,7 +375,7 @@ TEST(decode_wide_head_groups) {
                 td_case c = td_base();
                 /* keep the big heads quick: 256 for G = 12, and for G = 3 with f32 queries */
                 if (Ds[i] == 256 && h != 1 && h != 6) continue;
-                if (attn__is_int(kvs[k]) && Ds[i] != 16 && Ds[i] != 80 && Ds[i] != 40) continue;
+                if (attn__is_int(kvs[k]) && ((Ds[i] != 80 && Ds[i] != 40) || h % 2)) continue;
                 c.H = HHk[h][0]; c.Hk = HHk[h][1]; c.D = Ds[i]; c.num_seqs = 4; c.lens = lens;
                 c.kv_dt = kvs[k]; c.act_dt = (attn_dtype)((i + h) % 3);
                 c.alibi = i % 2; c.window = h == 1 ? 100 : 0;
