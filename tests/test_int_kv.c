@@ -456,6 +456,7 @@ TEST(int_kv_cache_sizes_exact) {
         attn_dtype dt = tki_ints[d];
         unsigned char mem[2048];
         attn_kv_cache c, before;
+        memset(&c, 0, sizeof c);  /* its padding too: compared whole below */
         size_t need = attn_kv_cache_bytes(3, 4, 2, 33, dt);
         REQUIRE(need > 0 && need <= sizeof mem);
         CHECK_STATUS(attn_kv_cache_init(&c, 3, 4, 2, 33, dt, 0.0f, 0.0f, mem, need), ATTN_OK);
@@ -466,7 +467,7 @@ TEST(int_kv_cache_sizes_exact) {
         attn_kv_cache_shape(&c, shape);  /* shape[2] counts bytes */
         CHECK(shape[0] == 2 && shape[1] == 3 && shape[2] == (int64_t)(4 * 2 * ref_row_bytes(dt, 33)));
         /* the integer caches' scales are in their rows: k_scale and v_scale must be 1 (or 0) */
-        before = c;
+        memcpy(&before, &c, sizeof c);
         CHECK_STATUS(attn_kv_cache_init(&c, 3, 4, 2, 33, dt, 2.0f, 1.0f, mem, need),
                      ATTN_ERR_INVALID_ARG);
         CHECK_STATUS(attn_kv_cache_init(&c, 3, 4, 2, 33, dt, 1.0f, 0.5f, mem, need),
