@@ -56,28 +56,6 @@ REF_FUNC float ref_element(const void *raw, attn_dtype dt, size_t i) {
     return ((const float *)raw)[i];
 }
 
-/* Element i of rows of D elements (a cache's, or attn_convert's one row) in dtype dt, as f32.
-   The integer dtypes' rows as attn_dtype_row_bytes documents them, read from that text: groups
-   of 32 elements one after the other, each a little-endian bf16 scale and then its codes (int8:
-   a byte each; int4: 16 bytes, byte e holding element e of the group in its low nibble and
-   element 16 + e in its high nibble, 4-bit two's complement); element = code x scale. */
-REF_FUNC float ref_row_element(const void *raw, attn_dtype dt, int D, size_t i) {
-    size_t row = i / (size_t)D, groups = ((size_t)D + 31) / 32;
-    int d = (int)(i % (size_t)D), g = d / 32, e = d % 32, code;
-    if (dt != ATTN_INT8 && dt != ATTN_INT4) return ref_element(raw, dt, i);
-    size_t group_bytes = dt == ATTN_INT8 ? 34 : 18;
-    size_t row_bytes = dt == ATTN_INT8 ? (size_t)D + 2 * groups : 18 * groups;
-    const uint8_t *grp = (const uint8_t *)raw + row * row_bytes + (size_t)g * group_bytes;
-    float scale = attn_bf16_to_f32((uint16_t)(grp[0] | grp[1] << 8));
-    if (dt == ATTN_INT8) {
-        code = (int)(int8_t)grp[2 + e];
-    } else {
-        int nibble = e < 16 ? grp[2 + e] & 15 : grp[2 + e - 16] >> 4;
-        code = nibble >= 8 ? nibble - 16 : nibble;
-    }
-    return (float)code * scale;
-}
-
 /* Bytes of a row of n elements in dt (attn_dtype_row_bytes' text): int8 n + 2 ceil(n/32), int4
    18 ceil(n/32); an element dtype's size times n (0 for a dtype that is neither). */
 REF_FUNC size_t ref_row_bytes(attn_dtype dt, size_t n) {
@@ -91,6 +69,27 @@ REF_FUNC size_t ref_row_bytes(attn_dtype dt, size_t n) {
         case ATTN_DTYPE_COUNT: break;
     }
     return 0;
+}
+
+/* Element i of rows of D elements (a cache's, or attn_convert's one row) in dtype dt, as f32.
+   The integer dtypes' rows as attn_dtype_row_bytes documents them, read from that text: groups
+   of 32 elements one after the other, each a little-endian bf16 scale and then its codes (int8:
+   a byte each; int4: 16 bytes, byte e holding element e of the group in its low nibble and
+   element 16 + e in its high nibble, 4-bit two's complement); element = code x scale. */
+REF_FUNC float ref_row_element(const void *raw, attn_dtype dt, int D, size_t i) {
+    size_t row = i / (size_t)D;
+    int d = (int)(i % (size_t)D), g = d / 32, e = d % 32, code;
+    if (dt != ATTN_INT8 && dt != ATTN_INT4) return ref_element(raw, dt, i);
+    const uint8_t *grp = (const uint8_t *)raw + row * ref_row_bytes(dt, (size_t)D) +
+                         (size_t)g * (dt == ATTN_INT8 ? 34 : 18);
+    float scale = attn_bf16_to_f32((uint16_t)(grp[0] | grp[1] << 8));
+    if (dt == ATTN_INT8) {
+        code = (int)(int8_t)grp[2 + e];
+    } else {
+        int nibble = e < 16 ? grp[2 + e] & 15 : grp[2 + e - 16] >> 4;
+        code = nibble >= 8 ? nibble - 16 : nibble;
+    }
+    return (float)code * scale;
 }
 
 /* x (finite, >= 0) as bf16 bits, rounded to nearest even (overflow to inf). */
