@@ -159,7 +159,8 @@
        Accumulation is f32 everywhere, and inputs are read exactly as stored: f32 and f16
        activations and every KV cache dtype are computed in f32 from the stored values (fp8
        times its scale; int8 and int4 codes times their group's bf16 scale, a product exact in
-       f32, so an f32 query multiplies the cache's exact values). exp() is within 2.1 ulp. What the caller chooses:
+       f32, so an f32 query multiplies the cache's exact values). exp() is within 2.1 ulp.
+       What the caller chooses:
        - exec.f32_probs = 1: f32 probabilities, exact products and f32 sums for every dtype,
          ISA and CPU (slower for bf16 inputs where the bf16 kernels below would run). Only on
          ATTN_ISA_AMX does decode still take its logits from the tiles (AMX), which flush
@@ -2854,7 +2855,7 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
        attn__decode_tile_values attn__decode_unpack_order attn__decode_values attn__dnnl_between
        attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
-       attn__int_codes2 attn__int_load2 attn__int_row_to_f32 attn__int_scaled2 attn__load_outputs
+       attn__int_load2 attn__int_row_to_f32 attn__int_scaled2 attn__load_outputs
        attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
        attn__pack_value_pairs attn__prefetch_tile attn__prefill_item attn__prefill_item_dnnl
        attn__pv_dot2_micro attn__pv_micro attn__pv_tiles attn__qk_dot2_micro attn__qk_micro
@@ -3141,33 +3142,11 @@ ATTN__PRIVATE float attn__scale(const attn_params *p) {
     return p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_size);
 }
 
-/* Elements [at, at + m) in dt at p (an element dtype, or an integer row, whose groups are 32
-   elements: at a multiple of 32) to f32 in buf, times mul; and back, from buf. */
-ATTN__PRIVATE void attn__convert_read(const attn__kernels *kern, float *buf, const void *p,
-                                      attn_dtype dt, size_t at, int m, float mul) {
-    if (!attn__is_int(dt)) {
-        kern->to_f32(buf, (const char *)p + at * attn_dtype_size(dt), dt, m, mul);
-        return;
-    }
-    for (int i = 0; i < m; i += ATTN__INT_GROUP)
-        attn__int_group_to_f32(buf + i, (const char *)p + (at + (size_t)i) / ATTN__INT_GROUP *
-                                                          attn__int_group_bytes(dt),
-                               dt, ATTN__MIN(m - i, ATTN__INT_GROUP), mul);
-}
-ATTN__PRIVATE void attn__convert_write(const attn__kernels *kern, void *p, attn_dtype dt,
-                                       size_t at, int m, float *buf, float div) {
-    if (div != 1.0f)
-        for (int i = 0; i < m; i++) buf[i] /= div;
-    if (attn__is_fp8(dt)) {
-        for (int i = 0; i < m; i++) attn__store_f32(p, dt, at + (size_t)i, buf[i]);
-    } else if (!attn__is_int(dt)) {
-        kern->from_f32((char *)p + at * attn_dtype_size(dt), dt, buf, m);
-    } else {
-        for (int i = 0; i < m; i += ATTN__INT_GROUP)
-            attn__int_group_quantize((char *)p + (at + (size_t)i) / ATTN__INT_GROUP *
-                                                 attn__int_group_bytes(dt),
-                                     dt, buf + i, ATTN__MIN(m - i, ATTN__INT_GROUP));
-    }
+/* The byte offset of element `at` in dt: an integer row's at a multiple of 32, where whole
+   groups start, so that the elements from there are a row of their own (attn_dtype_row_bytes). */
+ATTN__PRIVATE size_t attn__convert_offset(attn_dtype dt, size_t at) {
+    if (attn__is_int(dt)) return at / ATTN__INT_GROUP * attn__int_group_bytes(dt);
+    return at * attn_dtype_size(dt);
 }
 
 ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *src,
@@ -3192,17 +3171,24 @@ ATTNDEF attn_status attn_convert(void *dst, attn_dtype dst_dtype, const void *sr
     }
     const attn__kernels *kern = attn__kernels_for(attn_best_isa());
     float buf[256];
-    size_t ssz = attn_dtype_size(src_dtype), dsz = attn_dtype_size(dst_dtype);
     float read_scale = attn__is_fp8(src_dtype) ? scale : 1.0f;
     float write_div = attn__is_fp8(dst_dtype) ? scale : 1.0f;
-    /* Chunks go through an f32 buffer; a same-pointer call with dsz > ssz must run backwards. */
-    int backwards = !ints && dsz > ssz && (const void *)dst == src;
+    /* Chunks of 256 (whole integer groups) go through an f32 buffer; a same-pointer call (of
+       element dtypes, above) with a wider destination must run backwards. */
+    int backwards = attn_dtype_size(dst_dtype) > attn_dtype_size(src_dtype) &&
+                    (const void *)dst == src;
     size_t chunks = (n + 255) / 256;
     for (size_t ci = 0; ci < chunks; ci++) {
         size_t c = backwards ? chunks - 1 - ci : ci, at = c * 256;
         int m = (int)ATTN__MIN((size_t)256, n - at);
-        attn__convert_read(kern, buf, src, src_dtype, at, m, read_scale);
-        attn__convert_write(kern, dst, dst_dtype, at, m, buf, write_div);
+        kern->to_f32(buf, (const char *)src + attn__convert_offset(src_dtype, at), src_dtype, m,
+                     read_scale);
+        if (write_div != 1.0f)
+            for (int i = 0; i < m; i++) buf[i] /= write_div;
+        if (attn__is_fp8(dst_dtype))
+            for (int i = 0; i < m; i++) attn__store_f32(dst, dst_dtype, at + (size_t)i, buf[i]);
+        else
+            kern->from_f32((char *)dst + attn__convert_offset(dst_dtype, at), dst_dtype, buf, m);
     }
     return ATTN_OK;
 }
@@ -6602,7 +6588,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #else
 #define ATTN__HAS_DECODE_TILES 0
 #endif
-#ifndef ATTN__HAS_INT_IN_PLACE  /* elsewhere through f32 copies: AVX2 in place gained 0-9% */
+#ifndef ATTN__HAS_INT_IN_PLACE  /* elsewhere through f32 copies (docs/PERF.md#decode-int) */
 #define ATTN__HAS_INT_IN_PLACE 0
 #endif
 #ifndef ATTN__VSET1_BF16  /* a bf16 at p (unaligned) in every lane as f32 */
@@ -6698,16 +6684,20 @@ ATTN__PRIVATE ATTN__INLINE ATTN__VF ATTN__FN(attn__unfold)(ATTN__VF v, float fol
     return v;
 }
 
-/* Elements [e, e + 2L) of an integer group's codes (e a multiple of 2L) as f32, unscaled: int8
-   a vector of codes each; int4 the low nibbles of bytes [e, e + 2L) (e < 16) or the high ones of
-   bytes [e - 16, e - 16 + 2L), or with L = 16 the two nibbles of bytes [0, 16). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_codes2)(const uint8_t *codes, attn_dtype dt,
-                                                          int e, ATTN__VF *a, ATTN__VF *b) {
+/* Elements [e, e + 2L) of an integer group (e a multiple of 2L) as f32, times s (its scale,
+   times any factor): code x scale, exact for the scale alone (attn_dtype_row_bytes). int8 a
+   vector of codes each; int4 with L = 16 the two nibbles of the group's 16 bytes, else the low
+   nibbles of bytes [e, e + 2L) (e < 16) or the high ones of bytes [e - 16, e - 16 + 2L). */
+ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_scaled2)(const uint8_t *group, attn_dtype dt,
+                                                           int e, ATTN__VF s, ATTN__VF *a,
+                                                           ATTN__VF *b) {
+    const uint8_t *codes = group + 2;
     if (dt == ATTN_INT8) {
         *a = ATTN__VLOAD_I8(codes + e);
         *b = ATTN__VLOAD_I8(codes + e + ATTN__L);
     } else if (2 * ATTN__L == ATTN__INT_GROUP) {
-        ATTN__VLOAD2_I4(codes, *a, *b);
+        ATTN__VLOAD2_I4S(codes, s, *a, *b);
+        return;
     } else {
         ATTN__VF lo, hi;
         ATTN__VLOAD2_I4(codes + e % 16, lo, hi);
@@ -6715,18 +6705,6 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_codes2)(const uint8_t *codes,
         ATTN__VLOAD2_I4(codes + e % 16 + ATTN__L, lo, hi);
         *b = e < 16 ? lo : hi;
     }
-}
-
-/* The same times s (the group's scale, times any factor), from the group itself: code x scale,
-   exact for the scale alone (attn_dtype_row_bytes). */
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__int_scaled2)(const uint8_t *group, attn_dtype dt,
-                                                           int e, ATTN__VF s, ATTN__VF *a,
-                                                           ATTN__VF *b) {
-    if (dt == ATTN_INT4 && 2 * ATTN__L == ATTN__INT_GROUP) {
-        ATTN__VLOAD2_I4S(group + 2, s, *a, *b);
-        return;
-    }
-    ATTN__FN(attn__int_codes2)(group + 2, dt, e, a, b);
     *a = ATTN__VMUL(*a, s);
     *b = ATTN__VMUL(*b, s);
 }
@@ -7784,11 +7762,10 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_pairs)(const attn__decode_plan *P) {
 /* Whether K/V rows are read from the cache itself (see attn__decode_rows): not those of a dtype
    without kernels of its own (ATTN_NO_FP8_KERNELS; the scalar pass, whose loads convert an
    element at a time anyway, has the f32 kernels only). Integer rows only on AVX-512 and for one
-   query head a KV head (MHA), where decoding in registers saves the copies' stores and loads
-   (1.3x; AVX2 gained 0-9%); with more heads the copies are decoded once for all of them, not
-   once per block of heads (in place is 0.7-0.8x at eight); and only for D a multiple of 32
-   (attn__int_load2 finds a group from the element's index): docs/PERF.md#decode-int. The
-   same bits either way. */
+   query head a KV head (MHA), where decoding in registers saves the copies' stores and loads;
+   with more heads the copies are decoded once for all of them, not once per block of heads;
+   and only for D a multiple of 32 (attn__int_load2 finds a group from the element's index).
+   The same bits either way; the measurements: docs/PERF.md#decode-int. */
 ATTN__PRIVATE int ATTN__FN(attn__decode_in_place)(const attn__decode_plan *P) {
     if (P->D % (2 * ATTN__L) != 0) return 0;
     if (ATTN__L == 1) return P->kv_dtype == ATTN_F32;
@@ -7920,8 +7897,8 @@ ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__dec
                                                                  int g) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
-    /* integer rows: a byte an element, near their pace (the cursor stops at its piece's end) */
-    a.esz = attn__is_int(P->kv_dtype) ? 1 : attn_dtype_size(P->kv_dtype);
+    /* the bytes of an element, at least one (int4's half byte: the cursor stops at its end) */
+    a.esz = ATTN__MAX((size_t)1, P->kv_row_bytes / (size_t)P->D);
     a.heads = (size_t)P->G;
     a.owed = 0;
     if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
