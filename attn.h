@@ -1,4 +1,4 @@
-/* attn.h - v0.6.0 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
+/* attn.h - v0.6.1 - CPU attention for LLM inference (SDPA, paged KV, ALiBi/window/soft cap/sinks)
                      public domain or MIT - see the end of this file
 
    One file gives a C or C++ inference engine the attention layer of a vLLM-style server on a
@@ -203,6 +203,9 @@
        A new dtype, mask or bias kind, or ISA: the checklists are in docs/EXTENDING.md.
 
    REVISION HISTORY
+       0.6.1  (2026-11-29)  paged decode reads a span's KV heads in one kernel call where its
+                            rows are read in place, and integer scales by a dword broadcast:
+                            the same bits, MHA 1.1-1.25x faster from L2.
        0.6.0  (2026-11-29)  integer KV caches ATTN_INT8 and ATTN_INT4: groups of 32 elements of a
                             row with a bf16 scale each, in the row (attn_dtype_row_bytes, new),
                             written by attn_write_kv and attn_convert, read by every kernel
@@ -325,8 +328,8 @@
 
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 6
-#define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.6.0"
+#define ATTN_VERSION_PATCH 1
+#define ATTN_VERSION_STRING "0.6.1"
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
@@ -371,7 +374,7 @@ ATTNDEF const char *attn_status_str(attn_status status);
    to detect a header/implementation mismatch. */
 ATTNDEF int attn_version(void);
 
-/* What the implementation was compiled with, e.g. "attn.h 0.6.0 isa=scalar,avx2,avx512,amx
+/* What the implementation was compiled with, e.g. "attn.h 0.6.1 isa=scalar,avx2,avx512,amx
    openmp=yes onednn=no decode_tiles=bf16" (GCC on x86-64, -fopenmp): the ISAs compiled in, by
    attn_isa_name ("amx(emulated...)" under ATTN_TILES_EMULATE), then " fp8_kernels=no" under
    ATTN_NO_FP8_KERNELS and decode_tiles=all under ATTN_DECODE_TILES. Static string. */
@@ -2853,7 +2856,8 @@ typedef struct attn__gemm_call { int unused; } attn__gemm_call;  /* native GEMMs
        attn__decode_tile_fp8_tables attn__decode_tile_keys attn__decode_tile_logits
        attn__decode_tile_probs attn__decode_tile_pv attn__decode_tile_queries
        attn__decode_tile_rows attn__decode_tile_value_pairs attn__decode_tile_value_pass
-       attn__decode_tile_values attn__decode_unpack_order attn__decode_values attn__dnnl_between
+       attn__decode_tile_values attn__decode_together attn__decode_unpack_order
+       attn__decode_values attn__dnnl_between
        attn__dnnl_pack_kv attn__dnnl_pack_q attn__exp_pairs attn__from_f32 attn__init_rows
        attn__int_load2 attn__int_row_to_f32 attn__int_scaled2 attn__load_outputs
        attn__load_queries attn__logits_of attn__pack_key_tiles attn__pack_value_cols
@@ -6250,11 +6254,13 @@ ATTN__PRIVATE ATTN__INLINE void attn__i4_scaled__avx512(const void *p, __m512 s,
     *lo = _mm512_permutexvar_ps(b, t);
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
 }
-/* A bf16 at p (unaligned) in every lane as f32: a broadcast of the word, shifted up. */
+/* The bf16 at p (unaligned, two more bytes readable after it: a group's scale and its first
+   codes) in every lane as f32: a broadcast of the dword at p, which a load port does alone (a
+   word's broadcast takes a shuffle), shifted up. */
 ATTN__PRIVATE ATTN__INLINE __m512 attn__bf16_set1__avx512(const void *p) {
-    uint16_t w;
+    uint32_t w;
     memcpy(&w, p, sizeof w);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_set1_epi16((short)w), 16));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_set1_epi32((int)w), 16));
 }
 /* 32 f16 as two f32 vectors, in order. */
 ATTN__PRIVATE ATTN__INLINE void attn__f16_pair__avx512(__m512i h, __m512 *a, __m512 *b) {
@@ -6591,7 +6597,7 @@ ATTN__PRIVATE ATTN__INLINE void attn__store_bf16__neon(uint16_t *p, float32x4_t 
 #ifndef ATTN__HAS_INT_IN_PLACE  /* elsewhere through f32 copies (docs/PERF.md#decode-int) */
 #define ATTN__HAS_INT_IN_PLACE 0
 #endif
-#ifndef ATTN__VSET1_BF16  /* a bf16 at p (unaligned) in every lane as f32 */
+#ifndef ATTN__VSET1_BF16  /* a group's bf16 scale at p (unaligned) in every lane as f32 */
 #define ATTN__VSET1_BF16(p) ATTN__VSET1(attn__int_scale_of(p))
 #endif
 #ifndef ATTN__VLOAD2_I4S  /* a whole int4 group's codes (L = 16) times s, where the ISA has a
@@ -7745,6 +7751,8 @@ typedef struct ATTN__FN(attn__decode_rows) {
     const void *base;
     attn_dtype dt;
     size_t stride;   /* elements between rows */
+    int kv_heads;    /* KV heads whose rows a chunk call reads, one after another */
+    size_t kv_bytes; /* bytes from one KV head's rows to the next's (their block's rows) */
 } ATTN__FN(attn__decode_rows);
 
 /* Whether this pass runs the bf16 pair kernels (see attn__decode_pair_logits; over an fp8
@@ -7838,6 +7846,8 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
                                                                          float *tile) {
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
+    r.kv_heads = 1;
+    r.kv_bytes = (size_t)P->block_size * P->kv_row_bytes;
     float mul = 1.0f;  /* rows read in place come as value / fold: the copies too */
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
@@ -7854,6 +7864,15 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     }
     r.base = tile; r.dt = ATTN_F32; r.stride = (size_t)Dv;
     return r;
+}
+
+/* Whether one chunk call reads the chunk's rows of all the span's KV heads, one head after the
+   other (attn__decode_rows.kv_heads), so that a call's cost is paid once a span, not once a
+   head (docs/PERF.md#decode-span-call): where the rows are read in place whatever their codes
+   (not AVX2's e4m3, whose chunks with a NaN code are copied), not on tiles. */
+ATTN__PRIVATE int ATTN__FN(attn__decode_together)(const attn__decode_plan *P) {
+    return ATTN__FN(attn__decode_in_place)(P) && !P->tile_keys && !P->tile_values &&
+           ATTN__FN(attn__decode_format)(P->kv_dtype) != ATTN__FMT_E4M3_FINITE;
 }
 
 /* The rows that come after the current ones (KV head g's rows of the next piece), asked for
@@ -7881,27 +7900,29 @@ ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_a
     }
 }
 
-/* KV head g's rows of piece pc: [*begin, *end). */
+/* KV heads [g, g_end)'s rows of piece pc: [*begin, *end) (with the other rows of their block
+   between them where the piece is not a whole block). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_piece_rows)(const attn__decode_plan *P, const char *cache,
                                                      const attn__decode_piece_at *pc, int g,
-                                                     const char **begin,
+                                                     int g_end, const char **begin,
                                                      const char **end) {
     *begin = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g, pc->off);
-    *end = *begin + (size_t)pc->n * P->kv_row_bytes;
+    *end = ATTN__FN(attn__decode_chunk_at)(P, cache, pc->blk, g_end - 1, pc->off) +
+           (size_t)pc->n * P->kv_row_bytes;
 }
 
-/* The cursor over KV head g's rows of piece pc (none: NULL), nothing into L1 yet. */
+/* The cursor over KV heads [g, g_end)'s rows of piece pc (none: NULL), nothing into L1 yet. */
 ATTN__PRIVATE attn__decode_ahead ATTN__FN(attn__decode_ahead_of)(const attn__decode_plan *P,
                                                                  const char *cache,
                                                                  const attn__decode_piece_at *pc,
-                                                                 int g) {
+                                                                 int g, int g_end) {
     attn__decode_ahead a;
     a.at = a.end = a.near = a.near_end = NULL;
     /* the bytes of an element, at least one (int4's half byte: the cursor stops at its end) */
     a.esz = ATTN__MAX((size_t)1, P->kv_row_bytes / (size_t)P->D);
     a.heads = (size_t)P->G;
     a.owed = 0;
-    if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, &a.at, &a.end);
+    if (pc) ATTN__FN(attn__decode_piece_rows)(P, cache, pc, g, g_end, &a.at, &a.end);
     return a;
 }
 
@@ -8457,8 +8478,9 @@ ATTN__FN(attn__decode_pair_chunk_dt)(
 /* The chunk functions, one per format and kernel family: the body's loops with the format's
    row loads inlined, in a function of its own (in one function for every format, a switch around
    the kernels, clang 14 merges the formats' loops into one that switches inside;
-   docs/PERF.md#decode-clang). The cursor crosses the call by pointer, copied in and out once
-   (docs/PERF.md#decode-chunk-call). */
+   docs/PERF.md#decode-clang). A call runs the body for each of r's KV heads, their rows and
+   scratch heads one after another. The cursor crosses the call by pointer, copied in and out
+   once (docs/PERF.md#decode-chunk-call). */
 typedef void (*ATTN__FN(attn__decode_chunk_fn))(const attn__decode_plan *P, int kind,
                                                 ATTN__FN(attn__decode_rows) r, int n, int Dk,
                                                 const attn__decode_scratch *sc, size_t heads,
@@ -8467,7 +8489,13 @@ typedef void (*ATTN__FN(attn__decode_chunk_fn))(const attn__decode_plan *P, int 
     TARGET ATTN__PRIVATE ATTN__NOINLINE void ATTN__FN(NAME)(                                       \
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
         const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *cursor) {         \
-        *cursor = ATTN__FN(BODY)(P, kind, r, n, Dk, sc, heads, t, *cursor, DT);                    \
+        attn__decode_ahead a = *cursor;                                                            \
+        for (int kv = 0; kv < r.kv_heads; kv++) {                                                  \
+            a = ATTN__FN(BODY)(P, kind, r, n, Dk, sc, heads, t, a, DT);                            \
+            r.base = (const char *)r.base + r.kv_bytes;                                            \
+            heads += (size_t)P->Gs;                                                                \
+        }                                                                                          \
+        *cursor = a;                                                                               \
     }
 #define ATTN__NO_TARGET
 ATTN__DECODE_CHUNK_OF(ATTN__NO_TARGET, attn__decode_chunk_f32, attn__decode_chunk_dt, ATTN__FMT_F32)
@@ -8829,9 +8857,10 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_tile_values)(const attn__decode_plan *P
 
 /* One pass (keys, kind 0, or values, kind 1) over the keys [lo, hi) for KV heads [g0, g1): a
    block piece at a time, and for each head its rows of the piece (a block keeps each head's rows
-   together, the heads one after another). The piece after the current one (after the last keys:
-   the first values) is prefetched meanwhile into L2, and the rows read next into L1 (see
-   attn__decode_ahead_step): the next head's rows of this piece, or after the last head the
+   together, the heads one after another) - all the heads in one chunk call where
+   attn__decode_together. The piece after the current one (after the last keys: the first
+   values) is prefetched meanwhile into L2, and the rows read next into L1 (see
+   attn__decode_ahead_step): the next heads' rows of this piece, or after the last head the
    first head's of the next piece - not with one head a span, where those are the L2 cursor's own
    rows, and asking for them into L1 a block ahead is slower (docs/PERF.md#decode-prefetch). */
 ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int kind, int seq,
@@ -8844,6 +8873,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
     ATTN__FN(attn__decode_chunk_fn) chunk = ATTN__FN(attn__decode_chunk_for)(P);
     attn__decode_piece_at cur, nxt;
     int64_t j = lo;
+    const int together = ATTN__FN(attn__decode_together)(P);
     if (!attn__decode_piece(P, seq, &j, hi, &cur)) return;
     for (;;) {
         const char *next_cache = cache;
@@ -8855,14 +8885,16 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
             has_next = attn__decode_piece(P, seq, &jn, hi, &nxt);
             next_cache = P->value_cache;
         }
-        for (int g = g0; g < g1; g++) {
+        for (int g = g0, g_end; g < g1; g = g_end) {
             size_t heads = (size_t)(g - g0) * Gs;
-            attn__decode_ahead ahead =
-                    ATTN__FN(attn__decode_ahead_of)(P, next_cache, has_next ? &nxt : NULL, g);
-            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1, &ahead.near,
-                                                      &ahead.near_end);
+            g_end = together ? g1 : g + 1;
+            attn__decode_ahead ahead = ATTN__FN(attn__decode_ahead_of)(
+                    P, next_cache, has_next ? &nxt : NULL, g, g_end);
+            if (g + 1 < g1) ATTN__FN(attn__decode_piece_rows)(P, cache, &cur, g + 1,
+                                                              together ? g1 : g + 2,
+                                                              &ahead.near, &ahead.near_end);
             else if (g1 - g0 > 1 && has_next)
-                ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, &ahead.near,
+                ATTN__FN(attn__decode_piece_rows)(P, next_cache, &nxt, g0, g0 + 1, &ahead.near,
                                                   &ahead.near_end);
             for (int c = 0; c < cur.n; c += ATTN__DECODE_CHUNK) {
                 int m = ATTN__MIN(ATTN__DECODE_CHUNK, cur.n - c);
@@ -8886,6 +8918,7 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_pass)(const attn__decode_plan *P, int k
                 ATTN__FN(attn__decode_rows) r =
                     ATTN__FN(attn__decode_rows_of)(P, cache, cur.blk, g, cur.off + c, m, Dv,
                                                    sc->tile);
+                r.kv_heads = g_end - g;
                 (r.dt == P->kv_dtype ? chunk : ATTN__FN(attn__decode_chunk_f32))(
                     P, kind, r, m, Dk, sc, heads, (int)(cur.j - lo) + c, &ahead);
             }

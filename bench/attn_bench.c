@@ -1019,6 +1019,9 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                         x.P = shared ? &shared_cache : &hot_cache;
                         r = shape; r.mode = shared ? "decode-shared" : "decode-hot";
                     }
+                    /* decode-hot's sequences name the same blocks: not read once for all (a
+                       stacked pass would time other arithmetic than the decode row's) */
+                    x.e.no_shared_prefixes = hot == 1;
                     if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                     double tokens = (double)seqs * ctx;
                     /* the bytes needed: a shared prefix's blocks once */
