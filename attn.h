@@ -205,7 +205,7 @@
    REVISION HISTORY
        0.6.1  (2026-11-29)  paged decode reads a span's KV heads in one kernel call where its
                             rows are read in place, and integer scales by a dword broadcast:
-                            the same bits, MHA 1.1-1.25x faster from L2.
+                            the same bits, MHA 1.14-1.28x faster from L2.
        0.6.0  (2026-11-29)  integer KV caches ATTN_INT8 and ATTN_INT4: groups of 32 elements of a
                             row with a bf16 scale each, in the row (attn_dtype_row_bytes, new),
                             written by attn_write_kv and attn_convert, read by every kernel
