@@ -205,7 +205,7 @@
    REVISION HISTORY
        0.6.1  (2026-11-29)  paged decode reads a span's KV heads in one kernel call where its
                             rows are read in place, and integer scales by a dword broadcast:
-                            the same bits, MHA 1.14-1.28x faster from L2.
+                            the same bits, faster with the cache in L2 or L3.
        0.6.0  (2026-11-29)  integer KV caches ATTN_INT8 and ATTN_INT4: groups of 32 elements of a
                             row with a bf16 scale each, in the row (attn_dtype_row_bytes, new),
                             written by attn_write_kv and attn_convert, read by every kernel
@@ -7751,8 +7751,8 @@ typedef struct ATTN__FN(attn__decode_rows) {
     const void *base;
     attn_dtype dt;
     size_t stride;   /* elements between rows */
-    int kv_heads;    /* KV heads whose rows a chunk call reads, one after another */
-    size_t kv_bytes; /* bytes from one KV head's rows to the next's (their block's rows) */
+    int kv_heads;    /* KV heads whose rows a chunk call reads, a block's rows of one head apart:
+                        1, or the pass's span where attn__decode_together */
 } ATTN__FN(attn__decode_rows);
 
 /* Whether this pass runs the bf16 pair kernels (see attn__decode_pair_logits; over an fp8
@@ -7847,7 +7847,6 @@ ATTN__PRIVATE ATTN__FN(attn__decode_rows) ATTN__FN(attn__decode_rows_of)(const a
     ATTN__FN(attn__decode_rows) r;
     const char *base = ATTN__FN(attn__decode_chunk_at)(P, cache, blk, g, off);
     r.kv_heads = 1;
-    r.kv_bytes = (size_t)P->block_size * P->kv_row_bytes;
     float mul = 1.0f;  /* rows read in place come as value / fold: the copies too */
     if (ATTN__FN(attn__decode_in_place)(P)) {
         r.base = base; r.dt = P->kv_dtype; r.stride = (size_t)P->D;
@@ -7875,19 +7874,18 @@ ATTN__PRIVATE int ATTN__FN(attn__decode_together)(const attn__decode_plan *P) {
            ATTN__FN(attn__decode_format)(P->kv_dtype) != ATTN__FMT_E4M3_FINITE;
 }
 
-/* The rows that come after the current ones (KV head g's rows of the next piece), asked for
-   into L2 a line at a time while the kernels step through the current rows: blocks are
-   scattered, so the hardware prefetcher cannot follow from one to the next. A kernel that read
-   n elements of a row for hp of the query heads asks for n * hp / heads elements' worth of
-   the next rows: whatever the number of passes a kernel makes over a chunk, the next piece is
-   asked for exactly as fast as the current one is consumed, spread over the work (a burst of
-   a head's whole next rows stalls the loads; twice or half that pace is slower). Into L2, not
-   L1: L1 requests a block ahead stall the loads of the current rows.
-   The rows after the current ones, already asked into L2 a block earlier (the next KV head's
-   rows of the same block), are asked into L1 at the same pace, a line for each line of the L2
-   cursor: then the kernels find them in L1. In cache the prefetches cost time (each is a miss
-   to handle); from DRAM they gain more than that. The measurements and the variants tried:
-   docs/PERF.md#decode-prefetch. */
+/* The rows that come after the current ones (the chunk call's KV heads' rows of the next piece),
+   asked for into L2 a line at a time while the kernels step through the current rows: blocks are
+   scattered, so the hardware prefetcher cannot follow from one to the next. A kernel that read n
+   elements of a row for hp of the query heads asks for n * hp / heads elements' worth of the next
+   rows: whatever the number of passes a kernel makes over a chunk, the next piece is asked for
+   exactly as fast as the current one is consumed, spread over the work (a burst of a head's whole
+   next rows stalls the loads; twice or half that pace is slower). Into L2, not L1: L1 requests a
+   block ahead stall the loads of the current rows. The rows after the current ones, already asked
+   into L2 a block earlier (the next KV head's rows of the same block), are asked into L1 at the
+   same pace, a line for each line of the L2 cursor: then the kernels find them in L1. In cache the
+   prefetches cost time (each is a miss to handle); from DRAM they gain more than that. The
+   measurements and the variants tried: docs/PERF.md#decode-prefetch. */
 ATTN__PRIVATE ATTN__INLINE void ATTN__FN(attn__decode_ahead_step)(attn__decode_ahead *a, int n,
                                                                   int hp) {
     a->owed += (size_t)n * (size_t)hp * a->esz;
@@ -8490,9 +8488,10 @@ typedef void (*ATTN__FN(attn__decode_chunk_fn))(const attn__decode_plan *P, int 
         const attn__decode_plan *P, int kind, ATTN__FN(attn__decode_rows) r, int n, int Dk,        \
         const attn__decode_scratch *sc, size_t heads, int t, attn__decode_ahead *cursor) {         \
         attn__decode_ahead a = *cursor;                                                            \
+        const size_t head_rows = (size_t)P->block_size * P->kv_row_bytes;                          \
         for (int kv = 0; kv < r.kv_heads; kv++) {                                                  \
             a = ATTN__FN(BODY)(P, kind, r, n, Dk, sc, heads, t, a, DT);                            \
-            r.base = (const char *)r.base + r.kv_bytes;                                            \
+            r.base = (const char *)r.base + head_rows;                                             \
             heads += (size_t)P->Gs;                                                                \
         }                                                                                          \
         *cursor = a;                                                                               \
