@@ -8406,86 +8406,6 @@ ATTN__PRIVATE void ATTN__FN(attn__decode_unpack_order)(float *x, int n) {
                                       dt, r.stride, Dk, Dv, (HB), (NA),                            \
                                       sc->o + (heads + h) * Dv, ahead);
 
-
-#if ATTN__L == 16
-#ifndef HL_ON_DEFINED
-#define HL_ON_DEFINED
-static int hl_on = 1, hl_v;
-#endif
-static __thread float ATTN__FN(hl_q)[8][4][128 * 16];
-static __thread float ATTN__FN(hl_k)[16 * 128];
-/* lanes l and l + 8, their chains for 4 keys, summed: out[c] */
-#define HL_LANE2(l, out)                                                                           \
-    do {                                                                                           \
-        ATTN__VF a0 = ATTN__VZERO(), a1 = ATTN__VZERO(), a2 = ATTN__VZERO(), a3 = ATTN__VZERO();   \
-        ATTN__VF b0 = ATTN__VZERO(), b1 = ATTN__VZERO(), b2 = ATTN__VZERO(), b3 = ATTN__VZERO();   \
-        ATTN__FN(attn__decode_ahead_step)(ahead, Dk / 4, 16);                                      \
-        _Pragma("GCC unroll 8") for (int c = 0; c < steps; c++) {                                \
-            ATTN__VF qa = ATTN__VLOAD(qt + (size_t)(c * 16 + (l)) * 16);                           \
-            ATTN__VF qb = ATTN__VLOAD(qt + (size_t)(c * 16 + (l) + 8) * 16);                       \
-            int e = c * 16 + (l);                                                                  \
-            a0 = ATTN__VFMA(qa, ATTN__VSET1(k0[e]), a0);                                           \
-            a1 = ATTN__VFMA(qa, ATTN__VSET1(k1[e]), a1);                                           \
-            a2 = ATTN__VFMA(qa, ATTN__VSET1(k2[e]), a2);                                           \
-            a3 = ATTN__VFMA(qa, ATTN__VSET1(k3[e]), a3);                                           \
-            b0 = ATTN__VFMA(qb, ATTN__VSET1(k0[e + 8]), b0);                                       \
-            b1 = ATTN__VFMA(qb, ATTN__VSET1(k1[e + 8]), b1);                                       \
-            b2 = ATTN__VFMA(qb, ATTN__VSET1(k2[e + 8]), b2);                                       \
-            b3 = ATTN__VFMA(qb, ATTN__VSET1(k3[e + 8]), b3);                                       \
-        }                                                                                          \
-        out[0] = ATTN__VADD(a0, b0); out[1] = ATTN__VADD(a1, b1);                                  \
-        out[2] = ATTN__VADD(a2, b2); out[3] = ATTN__VADD(a3, b3);                                  \
-    } while (0)
-#define HL_ADD(x, y, z) do { for (int u = 0; u < 4; u++) x[u] = ATTN__VADD(y[u], z[u]); } while (0)
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(hl_keys4)(const float *qt, const float *k0,
-        const float *k1, const float *k2, const float *k3, int steps, ATTN__VF *w,
-        attn__decode_ahead *ahead, int Dk) {
-    ATTN__VF t0[4], t1[4], u0[4], u1[4], v0[4], v1[4];
-#define HL_T(i, dst) HL_LANE2(i, dst)
-#define HL_U(i, dst) do { HL_T(i, t0); HL_T(i + 4, t1); HL_ADD(dst, t0, t1); } while (0)
-#define HL_V(i, dst) do { HL_U(i, u0); HL_U(i + 2, u1); HL_ADD(dst, u0, u1); } while (0)
-    HL_V(0, v0);
-    HL_V(1, v1);
-    HL_ADD(w, v0, v1);
-#undef HL_T
-#undef HL_U
-#undef HL_V
-}
-ATTN__PRIVATE ATTN__INLINE void ATTN__FN(hl_logits)(const attn__decode_plan *P,
-        ATTN__FN(attn__decode_rows) r, int n, int Dk, const attn__decode_scratch *sc,
-        size_t heads, int t, attn__decode_ahead cur, attn__format dt, attn__decode_ahead *out) {
-    attn__decode_ahead *ahead = &cur;
-    const int m = P->G, nvec = (m + 15) / 16, Dv = P->Dv, slot = (int)(heads / P->Gs);
-    float *kst = ATTN__FN(hl_k);
-    if (t == 0)
-        for (int hv = 0; hv < nvec; hv++)
-            for (int d = 0; d < Dk; d++)
-                for (int h = 0; h < 16; h++)
-                    ATTN__FN(hl_q)[slot][hv][d * 16 + h] =
-                            hv * 16 + h < m ? sc->q[(heads + hv * 16 + h) * Dv + d] : 0.0f;
-    for (int j = 0; j < n; j++)
-        for (int d = 0; d < Dk; d += 32) {
-            ATTN__VF a, b;
-            ATTN__FN(attn__decode_load2)(r.base, dt, (size_t)j * r.stride + d, &a, &b);
-            ATTN__VSTORE(kst + j * Dk + d, a);
-            ATTN__VSTORE(kst + j * Dk + d + 16, b);
-        }
-    for (int hv = 0; hv < nvec; hv++) {
-        ATTN__VF w[16];
-        for (int j = 0; j < 16; j += 4) {
-            int j1 = ATTN__MIN(j + 1, n - 1), j2 = ATTN__MIN(j + 2, n - 1), j3 = ATTN__MIN(j + 3, n - 1);
-            if (Dk == 128) ATTN__FN(hl_keys4)(ATTN__FN(hl_q)[slot][hv], kst + ATTN__MIN(j, n - 1) * Dk,
-                               kst + j1 * Dk, kst + j2 * Dk, kst + j3 * Dk, 8, w + j, ahead, Dk);
- else ATTN__FN(hl_keys4)(ATTN__FN(hl_q)[slot][hv], kst + ATTN__MIN(j, n - 1) * Dk,
-                               kst + j1 * Dk, kst + j2 * Dk, kst + j3 * Dk, Dk / 16, w + j, ahead, Dk);
-        }
-        attn__transpose__avx512(w);
-        for (int h = 0; h < 16 && hv * 16 + h < m; h++)
-            ATTN__VSTORE(sc->p + (heads + hv * 16 + h) * ATTN__DECODE_PSTRIDE + t, w[h]);
-    }
-    *out = cur;
-}
-#endif
 /* One chunk of keys (kind 0) or values (kind 1), keys t.. of the partition, for the G heads
    from `heads` in the scratch, block after block (attn__decode_next_block), its rows read as dt
    (a constant after inlining: each format gets its own function, attn__decode_chunk_f32 ..).
@@ -8505,29 +8425,6 @@ ATTN__PRIVATE ATTN__INLINE attn__decode_ahead ATTN__FN(attn__decode_chunk_dt)(
     const int Dv = P->Dv, fp8 = ATTN__FN(attn__decode_fp8)(dt),
               one = dt == ATTN__FMT_I8 || dt == ATTN__FMT_I4,
               widths = ATTN__DECODE_WIDTHS & (fp8 ? ~0 : one ? 1 : 1 | ATTN__HEAD_GROUP);
-#if ATTN__L == 16
-    if (kind == 0 && P->stack && P->G >= 16 && hl_on) {
-        ATTN__FN(hl_logits)(P, r, n, Dk, sc, heads, t, cursor, dt, &cursor);
-        return cursor;
-    }
-#endif
-#if ATTN__L == 16
-    if (kind == 1 && P->stack && P->G >= 8 && hl_v && dt != ATTN__FMT_F32) {
-        float *vst = ATTN__FN(hl_k);
-        for (int j = 0; j < n; j++)
-            for (int d = 0; d < Dk; d += 32) {
-                ATTN__VF a, b;
-                ATTN__FN(attn__decode_load2)(r.base, dt, (size_t)j * r.stride + d, &a, &b);
-                ATTN__VSTORE(vst + j * Dk + d, a);
-                ATTN__VSTORE(vst + j * Dk + d + 16, b);
-            }
-        for (int h = 0; h < P->G; h += 4)
-            ATTN__FN(attn__decode_values)(sc->p + (heads + h) * ATTN__DECODE_PSTRIDE + t, n, vst,
-                                          ATTN__FMT_F32, (size_t)Dk, Dk, Dv, 4, 4,
-                                          sc->o + (heads + h) * Dv, ahead);
-        return cursor;
-    }
-#endif
     for (int h = 0, hb, na; h < P->G; h += hb) {
         hb = attn__decode_next_block(P->G, P->G - h, widths);
         na = attn__decode_live_heads(fp8, P->G - h);
