@@ -543,11 +543,11 @@ static void print_header(void) {
                "kv_len,reps,median_ms,stddev_ms,value,unit,pct_of_limit,limit,fma_peak_gflops,"
                "read_bw_gbs,note,status\n");
     } else {
-        printf("\n| %-13s | %-6s | %3s | %-6s | %-5s | %-8s | %-7s | %-38s | %4s | %10s | %8s | "
+        printf("\n| %-17s | %-6s | %3s | %-6s | %-5s | %-8s | %-7s | %-38s | %4s | %10s | %8s | "
                "%15s | %-13s |\n",
                "mode", "isa", "t", "gemm", "dtype", "kv", "ver", "shape", "reps", "ms", "± ms",
                "throughput", "% of limit");
-        printf("|---------------|--------|----:|--------|-------|----------|---------|"
+        printf("|-------------------|--------|----:|--------|-------|----------|---------|"
                "----------------------------------------|"
                "-----:|-----------:|---------:|----------------:|---------------|\n");
     }
@@ -557,8 +557,7 @@ static void shape_text(const row *r, char *s, size_t n) {
     char causal[8];
     snprintf(causal, sizeof causal, "%s", r->causal ? "causal" : "full");
     if (r->note[0] && !r->H) snprintf(s, n, "%s", r->note);
-    else if (!strcmp(r->mode, "decode") || !strcmp(r->mode, "decode-hot") ||
-             !strcmp(r->mode, "decode-shared") || !strcmp(r->mode, "kv-read"))
+    else if (!strncmp(r->mode, "decode", 6) || !strcmp(r->mode, "kv-read"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx%d", r->H, r->Hk, r->D, r->bs, r->seqs, r->kv_len);
     else if (!strcmp(r->mode, "forward"))
         snprintf(s, n, "H%d/%d D%d bs%d %dx(c%d p%d)+%dx%d", r->H, r->Hk, r->D, r->bs, r->seqs,
@@ -621,7 +620,7 @@ static void print_row(const row *r) {
             snprintf(ms, sizeof ms, "-"); snprintf(sd, sizeof sd, "-");
             snprintf(val, sizeof val, "ERROR"); snprintf(pct, sizeof pct, "%s", r->status);
         }
-        printf("| %-13s | %-6s | %3d | %-6s | %-5s | %-8s | %-7s | %-38s | %4d | %10s | %8s | %15s "
+        printf("| %-17s | %-6s | %3d | %-6s | %-5s | %-8s | %-7s | %-38s | %4d | %10s | %8s | %15s "
                "| %-13s |\n",
                r->mode, r->isa, r->threads, r->gemm, r->dtype[0] ? r->dtype : "-",
                r->kv_dtype[0] ? r->kv_dtype : "-", r->version[0] ? r->version : "-", shape, r->reps,
@@ -1011,17 +1010,20 @@ static void bench_decode(int H, int Hk, int D, int bs, int seqs, int ctx, attn_d
                         attn_paged_decode_workspace_size(&x.p, &x.e, &P.cache, P.lens, seqs, x.ver);
                 stats st;
                 const row shape = r;
-                for (int hot = 0; hot <= 2; hot++) {
-                    int shared = hot == 2;
-                    if (hot == 1 && !hot_tables) continue;
-                    if (shared && !shared_tables) break;
-                    if (hot) {  /* the same call and row over tables of a few blocks, or shared */
-                        x.P = shared ? &shared_cache : &hot_cache;
-                        r = shape; r.mode = shared ? "decode-shared" : "decode-hot";
-                    }
+                /* the same call over the cache's tables, then over a few blocks (--hot), then
+                   shared (--shared-prefix), then a few blocks read once for all (both) */
+                static const char *const kinds[4] = {"decode", "decode-hot", "decode-shared",
+                                                     "decode-shared-hot"};
+                for (int kind = 0; kind < 4; kind++) {
+                    int hot = kind == 1 || kind == 3, shared = kind == 2;
+                    if ((hot && !hot_tables) || (kind >= 2 && !shared_tables)) continue;
+                    r = shape; r.mode = kinds[kind];
+                    x.P = kind == 0 ? &P : hot ? &hot_cache : &shared_cache;
                     /* decode-hot's sequences name the same blocks: not read once for all (a
-                       stacked pass would time other arithmetic than the decode row's) */
-                    x.e.no_shared_prefixes = hot == 1;
+                       stacked pass would time other arithmetic than the decode row's).
+                       decode-shared-hot reads them once for all: every whole partition is a
+                       stacked pass, and its time is the stacks' arithmetic */
+                    x.e.no_shared_prefixes = kind == 1;
                     if (!timed_row(&r, decode_call, &x, &x.ws, x.ws_bytes, &st)) continue;
                     double tokens = (double)seqs * ctx;
                     /* the bytes needed: a shared prefix's blocks once */
@@ -1270,7 +1272,9 @@ static void usage(FILE *f) {
         "                  cache read from L2/L3, the arithmetic's own time\n"
         "  --shared-prefix P  decode: after each decode row a decode-shared row, the same call\n"
         "                  over tables whose every sequence names the first one's blocks for its\n"
-        "                  first P tokens (whole blocks); its bytes count those blocks once\n"
+        "                  first P tokens (whole blocks); its bytes count those blocks once;\n"
+        "                  with --hot also a decode-shared-hot row: decode-hot's tables read\n"
+        "                  once for all sequences, the stacked passes' own arithmetic\n"
         "  --f32-probs     exec.f32_probs = 1: bf16 queries on the f32 kernels, not the bf16 pair\n"
         "                  or tile kernels (the header says so)\n"
         "`all` uses its fixed shapes (see bench/README.md); the shape options apply to the other "
