@@ -8,23 +8,17 @@
 B=${1:-build}; T=${2:-2}; R=${3:-3}
 OUT=${TMPDIR:-/tmp}/kv_int_targets.$$.csv
 : > "$OUT"
-for r in $(seq 1 "$R"); do
+for _ in $(seq 1 "$R"); do
     "$B/attn_bench" decode --gqa 1,4,8 --kv-dtype fp8_e4m3,int8,int4 -t "$T" -r 5 --hot -o csv \
         >> "$OUT" || { echo "attn_bench failed"; rm -f "$OUT"; exit 1; }
 done
-# The csv's columns are found by their names in its header line.
-awk -F, '
-    $1 == "mode" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+# The csv's columns by the names in its header line, and the medians: bench/csv_rows.awk.
+awk -F, -f "$(dirname "$0")/csv_rows.awk" -f /dev/stdin "$OUT" <<'AWK'
     $1 == "decode" || $1 == "decode-hot" {
         s = $(col["H"]) "/" $(col["Hk"]) " " $(col["seqs"]) "x" $(col["kv_len"])
         k = $1 "|H" s "|" $(col["kv_dtype"])
         n[k]++; ms[k, n[k]] = $(col["median_ms"]); pct[k, n[k]] = $(col["pct_of_limit"])
         shape[s] = 1
-    }
-    function med(a, k,   i, j, t, m, v) {
-        m = n[k]; for (i = 1; i <= m; i++) v[i] = a[k, i]
-        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
     }
     END {
         print "| shape | e4m3 ms | int8 ms (% roof) [hot] | int4 ms (% roof) [hot] | int8/e4m3 (>= 1.0) | int4/e4m3 (>= 1.6) |"
@@ -37,5 +31,6 @@ awk -F, '
                 med(ms, i4), med(pct, i4), med(ms, "decode-hot|H" s "|int4"),
                 med(ms, e) / med(ms, i8), med(ms, e) / med(ms, i4)
         }
-    }' "$OUT"
+    }
+AWK
 rm -f "$OUT"

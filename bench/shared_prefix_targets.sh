@@ -19,9 +19,8 @@ for _ in $(seq 1 "$R"); do
             --hot -t "$T" -r 5 -o csv >> "$OUT" || { echo "attn_bench failed"; rm -f "$OUT"; exit 1; }
     done
 done
-# The csv's columns are found by their names in its header line.
-awk -F, -v prefix=$PREFIX '
-    $1 == "mode" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+# The csv's columns by the names in its header line, and the medians: bench/csv_rows.awk.
+awk -F, -v prefix=$PREFIX -f "$(dirname "$0")/csv_rows.awk" -f /dev/stdin "$OUT" <<'AWK'
     $1 ~ /^decode/ {
         s = "H" $(col["H"]) "/" $(col["Hk"]) " " $(col["kv_dtype"])
         k = $1 "|" s
@@ -30,11 +29,6 @@ awk -F, -v prefix=$PREFIX '
         bw[k, n[k]] = $(col["read_bw_gbs"])
         flops[s] = 4.0 * $(col["H"]) * $(col["D"]) * $(col["seqs"]) * $(col["kv_len"])
         ctx[s] = $(col["kv_len"]); shape[s] = 1
-    }
-    function med(a, k,   i, j, t, m, v) {
-        m = n[k]; for (i = 1; i <= m; i++) v[i] = a[k, i]
-        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
     }
     END {
         print "| shape | decode ms (% roof) | shared ms (% roof) | speed-up | possible | of possible (>= 70%) | stacks: % of FMA peak | at most |"
@@ -51,5 +45,6 @@ awk -F, -v prefix=$PREFIX '
                 mu, pu, ms_, ps, mu / ms_, possible, 100 * ps / pu,
                 100 * rate / (med(peak, h) * 1e9), 100 * mu / (least * 1e3) / possible
         }
-    }' "$OUT"
+    }
+AWK
 rm -f "$OUT"
