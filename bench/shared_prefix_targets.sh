@@ -21,7 +21,7 @@ for _ in $(seq 1 "$R"); do
 done
 # The csv's columns by the names in its header line, and the medians: bench/csv_rows.awk.
 awk -F, -v prefix=$PREFIX -f "$(dirname "$0")/csv_rows.awk" -f /dev/stdin "$OUT" <<'AWK'
-    $1 ~ /^decode/ {
+    $1 == "decode" || $1 == "decode-shared" || $1 == "decode-shared-hot" {
         s = "H" $(col["H"]) "/" $(col["Hk"]) " " $(col["kv_dtype"])
         k = $1 "|" s
         n[k]++; ms[k, n[k]] = $(col["median_ms"]); pct[k, n[k]] = $(col["pct_of_limit"])
@@ -36,14 +36,15 @@ awk -F, -v prefix=$PREFIX -f "$(dirname "$0")/csv_rows.awk" -f /dev/stdin "$OUT"
         for (s in shape) {
             u = "decode|" s; sh = "decode-shared|" s; h = "decode-shared-hot|" s
             if (!n[u] || !n[sh] || !n[h]) continue
-            mu = med(ms, u); ms_ = med(ms, sh); pu = med(pct, u); ps = med(pct, sh)
-            possible = (pu * mu) / (ps * ms_)
-            rate = flops[s] / (med(ms, h) * 1e-3)              # FLOP/s of the stacks alone
-            own = med(gbs, u) * mu * 1e6 * (ctx[s] - prefix) / ctx[s]  # the own rows, bytes
-            least = flops[s] * prefix / ctx[s] / rate + own / (med(bw, u) * 1e9)
+            mu = med(ms, u); msh = med(ms, sh); mh = med(ms, h); pu = med(pct, u); ps = med(pct, sh)
+            possible = (pu * mu) / (ps * msh)
+            # the least a step takes: its shared part at the stacks' rate (decode-shared-hot
+            # stacks every whole partition), its own rows (the decode row's bytes) at the bandwidth
+            own = med(gbs, u) * mu * 1e-3 * (ctx[s] - prefix) / ctx[s]  # GB
+            least = mh * prefix / ctx[s] + own / med(bw, u) * 1e3       # ms
             printf "| %s | %.1f (%.0f%%) | %.2f (%.0f%%) | %.1fx | %.1fx | %.0f%% | %.0f%% | %.0f%% |\n", s,
-                mu, pu, ms_, ps, mu / ms_, possible, 100 * ps / pu,
-                100 * rate / (med(peak, h) * 1e9), 100 * mu / (least * 1e3) / possible
+                mu, pu, msh, ps, mu / msh, possible, 100 * ps / pu,
+                100 * flops[s] / (mh * 1e6) / med(peak, h), 100 * mu / least / possible
         }
     }
 AWK
